@@ -1,0 +1,380 @@
+"""The product's only door to Ollama: structured chat answers and embeddings, with retries.
+
+Everything goes through the official ``ollama`` client over HTTP. This module adds what the
+client leaves out and a batch job needs:
+
+* a timeout on every call (the client's default is to wait forever);
+* retries with exponential backoff for what can heal (connection refused while Ollama restarts,
+  timeouts, 5xx such as 503 "server busy", 429, errors reported inside a 200 stream), and none
+  for what cannot (404 model not pulled, other 4xx);
+* a second ask when the model's reply is not valid JSON despite ``format=schema``;
+* errors from :mod:`jobs.errors` whose text tells the user what to do.
+
+An :class:`OllamaClient` holds one ``ollama.Client`` (one httpx connection pool) and no other
+mutable state, so a small thread pool may call :meth:`OllamaClient.chat_json` concurrently.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, TypeVar
+
+import httpx
+import ollama
+import pydantic
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from jobs.errors import ConfigError, LLMError, LLMUnavailableError, ModelNotFoundError
+
+__all__ = ["DEFAULT_HOST", "ChatResult", "OllamaClient", "OllamaSettings", "normalize_host"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_HOST = "http://localhost:11434"
+_DEFAULT_PORT = 11434
+
+
+def normalize_host(host: str) -> str:
+    """Turn an OLLAMA_HOST-style value into a base URL, following Ollama's own rules.
+
+    ``"host"`` and ``"host:port"`` get ``http://`` and, without a port, 11434 (``ollama serve``'s
+    port); an explicit ``http://``/``https://`` URL without a port gets 80/443. A trailing ``/`` is
+    dropped and a path is kept (for a reverse proxy). Raises ConfigError for an unusable value.
+    """
+    text = host.strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest, port = "http", text, _DEFAULT_PORT
+    elif scheme in ("http", "https"):
+        port = 80 if scheme == "http" else 443
+    else:
+        raise ConfigError(f"Ollama host {host!r} must be an http:// or https:// URL, or host:port")
+    try:
+        split = urllib.parse.urlsplit(f"{scheme}://{rest}")
+        hostname = split.hostname or "127.0.0.1"  # ":11434" means the local machine, as in Ollama
+        port = split.port or port
+    except ValueError as exc:
+        raise ConfigError(f"Ollama host {host!r} is not a valid URL: {exc}") from exc
+    if ":" in hostname:  # urlsplit drops the brackets of an IPv6 literal
+        hostname = f"[{hostname}]"
+    path = split.path.strip("/")
+    return f"{scheme}://{hostname}:{port}" + (f"/{path}" if path else "")
+
+
+def _default_host() -> str:
+    return os.environ.get("OLLAMA_HOST") or DEFAULT_HOST
+
+
+def _default_options() -> dict[str, Any]:
+    # temperature 0: the same question on the same pages should give the same answer run to run.
+    # num_ctx 8192: Ollama's default window is small and silently truncates retrieved context.
+    return {"temperature": 0, "num_ctx": 8192}
+
+
+@dataclass(frozen=True)
+class OllamaSettings:
+    """How to reach Ollama and how hard to try. ``host`` is normalised to a full base URL."""
+
+    host: str = field(default_factory=_default_host)
+    model: str = "llama3.2:3b"
+    embedding_model: str = "nomic-embed-text"
+    timeout_s: float = 120.0  # per HTTP read/write/pool wait; a stream may take longer in total
+    connect_timeout_s: float = 5.0
+    options: dict[str, Any] = field(default_factory=_default_options, hash=False)  # keeps settings hashable
+    keep_alive: str | None = "10m"  # keep the model loaded between questions of one run
+    max_attempts: int = 4
+    backoff_s: float = 1.0
+    backoff_max_s: float = 30.0
+    embed_batch: int = 64
+
+    def __post_init__(self) -> None:
+        # Frozen: normalise through object.__setattr__ so every message names the URL really used.
+        object.__setattr__(self, "host", normalize_host(self.host))
+        if self.max_attempts < 1:
+            raise ConfigError(f"max_attempts must be at least 1, not {self.max_attempts}")
+        if self.embed_batch < 1:
+            raise ConfigError(f"embed_batch must be at least 1, not {self.embed_batch}")
+        if self.timeout_s <= 0 or self.connect_timeout_s <= 0:
+            raise ConfigError("Ollama timeouts must be positive")
+
+
+@dataclass
+class ChatResult:
+    """One structured answer. Token counts and ``content`` belong to the reply finally kept."""
+
+    content: str  # raw reply text
+    data: dict[str, Any] | None  # parsed JSON object, None if the reply is not a valid JSON object
+    valid_json: bool
+    prompt_tokens: int | None
+    eval_tokens: int | None
+    latency_s: float  # wall clock for the whole call, retries and the JSON re-ask included
+    model: str
+    attempts: int  # HTTP attempts used (retries included)
+
+
+class _IncompleteStream(Exception):
+    """The chat stream ended without its ``done`` line (the server went away mid-answer)."""
+
+
+# Failures that may heal on their own. ollama.Client turns httpx.ConnectError into the builtin
+# ConnectionError for plain requests but lets it through raw from a stream, so both are listed.
+_TRANSIENT_EXCEPTIONS: tuple[type[BaseException], ...] = (
+    httpx.TimeoutException,
+    httpx.NetworkError,
+    httpx.RemoteProtocolError,
+    ConnectionError,
+    json.JSONDecodeError,  # a half-written NDJSON line
+    _IncompleteStream,
+)
+_UNREACHABLE_EXCEPTIONS: tuple[type[BaseException], ...] = (httpx.ConnectError, httpx.ConnectTimeout, ConnectionError)
+
+# A ResponseError raised for an {"error": …} line inside a 200 stream has no status; ollama uses -1.
+_STREAM_ERROR_STATUS = -1
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, ollama.ResponseError):
+        code = exc.status_code
+        return code == _STREAM_ERROR_STATUS or code == 429 or code >= 500
+    return isinstance(exc, _TRANSIENT_EXCEPTIONS)
+
+
+def _reason(exc: BaseException) -> str:
+    """A one-line cause for messages; digs out the httpx error ollama hides behind ConnectionError."""
+    if isinstance(exc, ollama.ResponseError):
+        if exc.status_code == _STREAM_ERROR_STATUS:
+            return f"error in response stream: {exc.error}"
+        return f"HTTP {exc.status_code}: {exc.error}"
+    if isinstance(exc, ConnectionError) and isinstance(exc.__context__, httpx.HTTPError):
+        exc = exc.__context__
+    if isinstance(exc, _IncompleteStream):
+        return "the response stream ended before the answer was complete"
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class OllamaClient:
+    """Structured chat and embeddings against one Ollama server; see the module doc."""
+
+    def __init__(self, settings: OllamaSettings) -> None:
+        self.settings = settings
+        # The ollama client has no timeout by default: a wedged server would hang the run forever.
+        self._client = ollama.Client(
+            host=settings.host,
+            timeout=httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
+        )
+
+    @property
+    def host(self) -> str:
+        return self.settings.host
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
+
+    def __enter__(self) -> OllamaClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ health and models
+
+    def ping(self) -> None:
+        """Check that Ollama answers (GET /api/tags), once, without retrying.
+
+        One attempt on purpose: callers use this to decide quickly whether to fall back to the
+        extractive answerer. Any failure raises LLMUnavailableError.
+        """
+        try:
+            self._client.list()
+        except (ollama.ResponseError, pydantic.ValidationError, httpx.HTTPError, *_TRANSIENT_EXCEPTIONS) as exc:
+            raise self._unavailable(exc) from exc
+
+    def has_model(self, model: str) -> bool:
+        """Whether ``model`` is pulled on the server (from /api/tags; a name without tag means ``:latest``)."""
+        listing, _ = self._retrying("list models", self._client.list)
+        wanted = _canonical_model(model)
+        return any(_canonical_model(m.model or "") == wanted for m in listing.models)
+
+    def ensure_model(self, model: str) -> None:
+        """Raise ModelNotFoundError (with the ``ollama pull`` command) unless ``model`` is pulled."""
+        if not self.has_model(model):
+            raise self._model_not_found(model)
+
+    # ------------------------------------------------------------------ chat
+
+    def chat_json(self, prompt: str, schema: dict[str, Any], *, system: str | None = None) -> ChatResult:
+        """Ask ``prompt`` with structured output ``format=schema``; stream and collect the reply.
+
+        An invalid-JSON reply is asked for once more; if the second one is invalid too it is
+        returned with ``valid_json=False`` (no exception), so the caller can record it.
+        Raises ModelNotFoundError, LLMUnavailableError or LLMError (after retries).
+        """
+        messages: list[dict[str, str]] = []
+        if system:
+            messages.append({"role": "system", "content": system})
+        messages.append({"role": "user", "content": prompt})
+        model = self.settings.model
+        started = time.monotonic()
+        total_attempts = 0
+        for ask in (1, 2):  # the second ask only when the first reply was not JSON
+            reply, attempts = self._retrying("chat", partial(self._stream_chat, model, messages, schema), model=model)
+            total_attempts += attempts
+            content, final = reply
+            data = _parse_object(content)
+            if data is not None or ask == 2:
+                break
+            log.warning("Ollama model %s replied with invalid JSON (%d chars); asking once more", model, len(content))
+        return ChatResult(
+            content=content,
+            data=data,
+            valid_json=data is not None,
+            prompt_tokens=final.prompt_eval_count,
+            eval_tokens=final.eval_count,
+            latency_s=time.monotonic() - started,
+            model=final.model or model,
+            attempts=total_attempts,
+        )
+
+    def _stream_chat(
+        self, model: str, messages: list[dict[str, str]], schema: dict[str, Any]
+    ) -> tuple[str, ollama.ChatResponse]:
+        """One HTTP attempt: the whole stream, or an exception for the retry policy to judge."""
+        stream: Iterator[ollama.ChatResponse] = self._client.chat(
+            model=model,
+            messages=messages,
+            stream=True,
+            format=schema,
+            options=dict(self.settings.options),
+            keep_alive=self.settings.keep_alive,
+        )
+        pieces: list[str] = []
+        final: ollama.ChatResponse | None = None
+        try:
+            for chunk in stream:
+                if chunk.message.content:
+                    pieces.append(chunk.message.content)
+                if chunk.done:
+                    final = chunk
+        finally:
+            # Release the connection even when we stop early on an error.
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+        if final is None:
+            raise _IncompleteStream()
+        return "".join(pieces), final
+
+    # ------------------------------------------------------------------ embeddings
+
+    def embed(self, texts: Sequence[str], *, model: str | None = None) -> list[list[float]]:
+        """One vector per text, in order, in batches of ``embed_batch`` texts per request."""
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not a single string")
+        name = model or self.settings.embedding_model
+        items = list(texts)
+        vectors: list[list[float]] = []
+        size = self.settings.embed_batch
+        for start in range(0, len(items), size):
+            batch = items[start : start + size]
+            call = partial(self._client.embed, model=name, input=batch, keep_alive=self.settings.keep_alive)
+            response, _ = self._retrying("embed", call, model=name)
+            if len(response.embeddings) != len(batch):
+                raise LLMError(
+                    f"Ollama at {self.host} returned {len(response.embeddings)} embeddings "
+                    f"for {len(batch)} texts (model {name})"
+                )
+            vectors.extend([float(x) for x in vector] for vector in response.embeddings)
+        return vectors
+
+    # ------------------------------------------------------------------ retry policy
+
+    def _retrying(self, what: str, call: Callable[[], T], *, model: str | None = None) -> tuple[T, int]:
+        """Run ``call`` under the retry policy; return its result and the number of attempts.
+
+        ``model``: the model the request names, so a 404 becomes ModelNotFoundError for it.
+        """
+        s = self.settings
+        attempts = 0
+
+        def attempt() -> T:
+            nonlocal attempts
+            attempts += 1
+            return call()
+
+        # A fresh Retrying per call: it carries per-call state, and threads must not share it.
+        retrying = Retrying(
+            stop=stop_after_attempt(s.max_attempts),
+            wait=wait_exponential(multiplier=s.backoff_s, max=s.backoff_max_s),
+            retry=retry_if_exception(_is_transient),
+            before_sleep=partial(self._log_retry, what),
+            reraise=True,
+        )
+        try:
+            return retrying(attempt), attempts
+        except ollama.ResponseError as exc:
+            if exc.status_code == 404 and model is not None:
+                raise self._model_not_found(model) from exc
+            if _is_transient(exc):
+                raise self._gave_up(what, attempts, exc) from exc
+            raise LLMError(f"Ollama at {self.host} rejected the {what} request: {_reason(exc)}") from exc
+        except _UNREACHABLE_EXCEPTIONS as exc:
+            raise self._unavailable(exc) from exc
+        except _TRANSIENT_EXCEPTIONS as exc:
+            raise self._gave_up(what, attempts, exc) from exc
+        except pydantic.ValidationError as exc:
+            # Neither retry nor a crash: the server is not speaking Ollama's API as we know it.
+            raise LLMError(f"Ollama at {self.host}: unexpected data in the {what} exchange: {exc}") from exc
+        except httpx.HTTPError as exc:  # e.g. UnsupportedProtocol: a misconfigured host
+            raise LLMError(f"Ollama at {self.host} could not be asked ({what}): {_reason(exc)}") from exc
+
+    def _log_retry(self, what: str, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        delay = state.next_action.sleep if state.next_action is not None else 0.0
+        log.warning(
+            "Ollama %s at %s failed (attempt %d of %d): %s; retrying in %.2fs",
+            what, self.host, state.attempt_number, self.settings.max_attempts,
+            _reason(exc) if exc is not None else "unknown error", delay,
+        )
+
+    # ------------------------------------------------------------------ error texts
+
+    def _unavailable(self, exc: BaseException) -> LLMUnavailableError:
+        return LLMUnavailableError(
+            f"Ollama is not reachable at {self.host}: {_reason(exc)}; "
+            "start it with `ollama serve` or set OLLAMA_HOST"
+        )
+
+    def _model_not_found(self, model: str) -> ModelNotFoundError:
+        return ModelNotFoundError(f"model {model} is not available on {self.host}; run `ollama pull {model}`")
+
+    def _gave_up(self, what: str, attempts: int, exc: BaseException) -> LLMError:
+        plural = "attempt" if attempts == 1 else "attempts"
+        reason = _reason(exc)
+        if isinstance(exc, httpx.TimeoutException):  # say which knob to turn
+            reason += f" (no data within timeout_s={self.settings.timeout_s:g})"
+        return LLMError(f"Ollama at {self.host} failed after {attempts} {plural}: {reason} ({what} request)")
+
+
+def _canonical_model(name: str) -> str:
+    """Ollama's rule: no tag means ``:latest`` (a ':' in a registry host:port is not a tag)."""
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+def _parse_object(content: str) -> dict[str, Any] | None:
+    """The reply as a JSON object, or None (schemas here are objects, so a bare list is invalid too)."""
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
