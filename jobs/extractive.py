@@ -1,0 +1,172 @@
+"""Answer without an LLM: pick the source sentences that share the most keywords with the question.
+
+Used when Ollama is unavailable (and as a baseline). The reply has the LLM's shape, and every
+quote is a sentence copied from its source, so ``validate_answer`` accepts it. Pure and
+deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jobs.prompt import NOT_ENOUGH_INFORMATION, Source
+
+__all__ = ["STOP_WORDS", "answer_extractively", "content_words", "stem"]
+
+# Only words longer than three letters can be keywords, so only those need listing here.
+# Question words ("what", "which", "does") are included: they say nothing about the topic.
+STOP_WORDS: frozenset[str] = frozenset(
+    """
+    about above after again against also although among another anybody anyone anything
+    around because been before being below between both cannot could couldn't did didn't does
+    doesn't doing done down during each either else enough even ever every from further
+    gets given gives have haven't having he'd he'll he's hence here here's hers herself himself
+    however i'd i'll i'm i've into isn't it's itself just know like made make makes many might
+    more most much must mustn't myself need needs neither never none nothing onto other others
+    ought ours ourselves over own please rather really same says shall shan't she'd she'll
+    she's should shouldn't since some something still such than that that's their theirs them
+    themselves then there there's therefore these they they'd they'll they're they've thing
+    things this those though through thus till under until upon used uses using very want
+    wants wasn't we'd we'll we're we've were weren't what what's whatever when when's where
+    where's whether which while whom whose why's will with within without won't would wouldn't
+    yet you'd you'll you're you've your yours yourself yourselves tell explain describe
+    """.split()
+)
+
+# Trimmed from both ends of a whitespace-separated token; inner punctuation ("3.11", "e-mail") stays.
+_PUNCTUATION = "\"'`‘’“”«»()[]{}<>.,;:!?¡¿…—–-/\\|*_~#@$%^&+=§"
+
+
+def content_words(text: str) -> list[str]:
+    """Keywords of a text, in order, repeats kept: lower-cased whitespace tokens with
+    punctuation trimmed, longer than three letters, not stop words."""
+    words = []
+    # Typographic apostrophes would hide "what’s" from the stop list.
+    for token in text.lower().replace("\u2019", "'").split():
+        word = token.strip(_PUNCTUATION)
+        if len(word) > 3 and word not in STOP_WORDS:
+            words.append(word)
+    return words
+
+
+def stem(word: str) -> str:
+    """Very light suffix stripping so "installs", "installed", "installing" meet at "install".
+
+    Deliberately crude (no dictionary): it only has to make a question's word forms meet a
+    sentence's, and both sides go through the same function.
+    """
+    for suffix, min_stem in (("ies", 3), ("ing", 4), ("ed", 4), ("es", 3), ("s", 3)):
+        if not word.endswith(suffix) or len(word) - len(suffix) < min_stem:
+            continue
+        base = word[: -len(suffix)]
+        if suffix == "ies":
+            return base + "y"
+        if suffix == "es" and not base.endswith(("s", "x", "z", "ch", "sh")):
+            continue  # "files" is "file" + "s", not "fil" + "es"
+        if suffix == "s" and base.endswith(("s", "u", "i")):
+            return word  # "class", "status", "analysis": not plurals
+        if suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2] and base[-1] not in "lsz":
+            base = base[:-1]  # "stopped" -> "stop", but "installed" keeps "ll"
+        word = base
+        break
+    # "configure"/"configured"/"configuring" all end as "configur".
+    return word[:-1] if word.endswith("e") and len(word) > 4 else word
+
+
+# Sentence ends: ., ! or ? (optionally followed by a closing quote/bracket) then whitespace and
+# something that starts a sentence. Line breaks always end a sentence (lists, headings, table rows).
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9])|\s*\n\s*")
+_MAX_WORDS = 60  # longer "sentences" (run-on lists, code) are cut into pieces of _PIECE_WORDS
+_PIECE_WORDS = 40
+
+
+@dataclass(frozen=True)
+class _Sentence:
+    source: int  # index into the sources sequence
+    position: int  # order within the source, for deterministic ties
+    text: str  # verbatim but for whitespace collapsed to single spaces
+    stems: frozenset[str]
+
+
+def _sentences(text: str) -> list[str]:
+    pieces: list[str] = []
+    start = 0
+    for m in _SENTENCE_BREAK.finditer(text):
+        pieces.append(text[start : m.start()])
+        start = m.end()
+    pieces.append(text[start:])
+    out: list[str] = []
+    for piece in pieces:
+        words = piece.split()
+        if not words:
+            continue
+        if len(words) <= _MAX_WORDS:
+            out.append(" ".join(words))
+        else:
+            out.extend(" ".join(words[i : i + _PIECE_WORDS]) for i in range(0, len(words), _PIECE_WORDS))
+    return out
+
+
+def _stems(text: str) -> frozenset[str]:
+    return frozenset(stem(w) for w in content_words(text))
+
+
+def answer_extractively(question: str, sources: Sequence[Source], *, max_sentences: int = 3) -> dict[str, Any]:
+    """The LLM's reply shape built from source sentences alone.
+
+    Each sentence is scored by the question keywords it contains, rarer keywords (across all
+    candidate sentences) counting more. Sentences are picked greedily, each adding keywords not
+    yet covered, up to max_sentences. Confidence is the share of question keywords covered:
+    >= 0.8 high, >= 0.5 medium, else low. "Not enough information" when nothing overlaps.
+    """
+    if max_sentences < 1:
+        raise ValueError("max_sentences must be at least 1")
+    nothing: dict[str, Any] = {"answer": NOT_ENOUGH_INFORMATION, "citations": [], "confidence": "low"}
+    keywords = _stems(question)
+    if not keywords or not sources:
+        return nothing
+
+    candidates = [
+        _Sentence(si, pos, sentence, _stems(sentence) & keywords)
+        for si, source in enumerate(sources)
+        for pos, sentence in enumerate(_sentences(source.text))
+    ]
+    candidates = [c for c in candidates if c.stems]
+    if not candidates:
+        return nothing
+
+    # Keywords found in few sentences discriminate; ones found everywhere (the site's name) don't.
+    df = {k: sum(k in c.stems for c in candidates) for k in keywords}
+    weight = {k: math.log(1 + len(candidates) / df[k]) if df[k] else 0.0 for k in keywords}
+
+    chosen: list[_Sentence] = []
+    seen_texts: set[str] = set()
+    covered: set[str] = set()
+    while len(chosen) < max_sentences:
+        best: tuple[float, float, int, int] | None = None
+        best_sentence: _Sentence | None = None
+        for c in candidates:
+            if c.text.lower() in seen_texts:
+                continue
+            gain = sum(weight[k] for k in c.stems - covered)
+            if gain <= 0:
+                continue
+            # Highest new coverage, then highest total, then earliest source and position.
+            key = (-gain, -sum(weight[k] for k in c.stems), c.source, c.position)
+            if best is None or key < best:
+                best, best_sentence = key, c
+        if best_sentence is None:
+            break
+        chosen.append(best_sentence)
+        seen_texts.add(best_sentence.text.lower())
+        covered |= best_sentence.stems
+
+    share = len(covered) / len(keywords)
+    confidence = "high" if share >= 0.8 else "medium" if share >= 0.5 else "low"
+    answer = " ".join(f"{c.text} [{sources[c.source].number}]" for c in chosen)
+    citations = [{"source": sources[c.source].number, "quote": c.text} for c in chosen]
+    return {"answer": answer, "citations": citations, "confidence": confidence}

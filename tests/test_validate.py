@@ -1,0 +1,261 @@
+"""Citation checks: quotes must occur in the very source they cite, allowing only copying slips."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from jobs.prompt import NOT_ENOUGH_INFORMATION, Source
+from jobs.validate import (
+    CitationCheck,
+    coerce_answer,
+    find_quote,
+    is_not_enough_information,
+    normalise,
+    validate_answer,
+)
+
+INSTALL = (
+    "Installation\n\nTo install webqa, run “pip install webqa” inside a virtual environment. "
+    "It needs Python 3.11 or newer — older versions are not supported.\n"
+    "The crawler   respects robots.txt by default, and waits one second between requests."
+)
+SCHEDULE = "Jobs are scheduled with cron. Each run writes one row per question into the answers table."
+SOURCES = [
+    Source(1, "c1", "https://example.org/install", "Install", INSTALL),
+    Source(2, "c2", "https://example.org/cron", "Schedule", SCHEDULE),
+]
+
+
+def reply(*citations: tuple[int, str], answer: str = "An answer [1].") -> dict[str, object]:
+    return {
+        "answer": answer,
+        "citations": [{"source": n, "quote": q} for n, q in citations],
+        "confidence": "high",
+    }
+
+
+# ---------------------------------------------------------------------------------- normalise
+
+
+def test_normalise_unifies_typography_case_and_space() -> None:
+    assert normalise("  Ｈéllo\u00a0\u00a0“World” — it’s…\n done  ") == 'héllo "world" - it\'s... done'
+    assert normalise("e\u0301") == normalise("é")  # combining accent equals the precomposed letter
+    assert normalise("soft\u00adhyphen\u200b") == "softhyphen"
+
+
+# --------------------------------------------------------------------------------- find_quote
+
+
+def test_exact_quote() -> None:
+    matched, similarity = find_quote("run “pip install webqa” inside a virtual environment", INSTALL)
+    assert matched == "run “pip install webqa” inside a virtual environment"
+    assert similarity == 1.0
+
+
+def test_case_whitespace_and_quote_style_differences_are_exact() -> None:
+    matched, similarity = find_quote('THE CRAWLER respects\nrobots.txt   BY default', INSTALL)
+    assert matched == "The crawler   respects robots.txt by default"
+    assert similarity == 1.0
+    matched, similarity = find_quote('run "pip install webqa" inside', INSTALL)
+    assert matched == "run “pip install webqa” inside" and similarity == 1.0
+
+
+def test_wrapping_quotes_and_dropped_punctuation_pass() -> None:
+    matched, similarity = find_quote('"It needs Python 3.11 or newer older versions are not supported"', INSTALL)
+    assert matched == "It needs Python 3.11 or newer — older versions are not supported"
+    assert similarity == 1.0
+
+
+def test_small_typo_passes_with_lower_similarity() -> None:
+    matched, similarity = find_quote("It needs Pyhton 3.11 or newr", INSTALL)
+    assert matched == "It needs Python 3.11 or newer"
+    assert 0.9 <= similarity < 1.0
+
+
+def test_ellipsis_joining_two_exact_pieces_passes() -> None:
+    for sep in (" … ", "...", " [...] "):
+        matched, similarity = find_quote(f"To install webqa{sep}waits one second between requests", INSTALL)
+        assert matched == "To install webqa … waits one second between requests", sep
+        assert similarity == 1.0
+
+
+def test_ellipsis_pieces_out_of_order_fail() -> None:
+    matched, _ = find_quote("waits one second between requests … To install webqa", INSTALL)
+    assert matched is None
+
+
+def test_changed_numbers_or_negations_never_pass() -> None:
+    # Character-wise these are ~95% similar; the claims are different.
+    assert find_quote("It needs Python 3.12 or newer", INSTALL)[0] is None
+    assert find_quote("older versions are supported", INSTALL)[0] is None
+    # Nor does an exact substring that stops inside a number.
+    assert find_quote("It needs Python 3.1", INSTALL)[0] is None
+
+
+def test_unrelated_quote_fails() -> None:
+    matched, similarity = find_quote("The moon is made of green cheese and nothing else", INSTALL)
+    assert matched is None and similarity < 0.9
+
+
+def test_min_similarity_is_honoured() -> None:
+    assert find_quote("It needs Pyhton 3.11 or newr", INSTALL, min_similarity=0.99)[0] is None
+
+
+def test_fuzzy_matching_is_bounded_on_large_repetitive_text() -> None:
+    rng = random.Random(7)
+    vocab = "the crawler fetches pages and stores sections with heading paths while ranking chunks".split()
+    text = " ".join(rng.choice(vocab) + ("." if rng.random() < 0.1 else "") for _ in range(4000))
+    words = text.split()
+    present = " ".join(words[2000:2030]).replace("e", "a", 2)
+    absent = " ".join(rng.choice(vocab) for _ in range(30))
+    start = time.perf_counter()
+    matched, similarity = find_quote(present, text)
+    find_quote(absent, text)
+    elapsed = time.perf_counter() - start
+    assert matched is not None and similarity >= 0.9
+    assert elapsed < 2.0, elapsed  # typically ~0.1 s; quadratic scans take minutes here
+
+
+# ----------------------------------------------------------------------------- validate_answer
+
+
+def test_valid_citations_are_grounded() -> None:
+    v = validate_answer(reply((1, "pip install webqa"), (2, "Jobs are scheduled with cron.")), SOURCES)
+    assert v.grounded and not v.failed and not v.not_enough_information
+    assert [c.valid for c in v.checks] == [True, True]
+    assert v.checks[1] == CitationCheck(2, "Jobs are scheduled with cron.", True, None, "Jobs are scheduled with cron.", 1.0)
+
+
+def test_quote_from_another_source_fails_for_the_cited_source() -> None:
+    v = validate_answer(reply((1, "Jobs are scheduled with cron")), SOURCES)
+    assert not v.grounded
+    (check,) = v.failed
+    assert check.source == 1 and not check.valid and check.matched is None
+    assert check.reason == "quote not found in source 1 (found in source 2)"
+
+
+def test_source_not_sent_fails() -> None:
+    v = validate_answer(reply((7, "pip install webqa")), SOURCES)
+    assert not v.grounded
+    assert v.failed[0].reason == "source 7 was not sent"
+
+
+def test_empty_quote_fails() -> None:
+    for quote in ("", "   ", "…", '""'):
+        v = validate_answer(reply((1, quote)), SOURCES)
+        assert not v.grounded, quote
+        assert v.failed[0].reason == "empty quote", quote
+
+
+def test_one_bad_citation_spoils_grounding() -> None:
+    v = validate_answer(reply((1, "pip install webqa"), (2, "invented sentence about nothing")), SOURCES)
+    assert not v.grounded
+    assert len(v.checks) == 2 and len(v.failed) == 1
+    assert v.failed[0].reason is not None and v.failed[0].reason.startswith("quote not found in source 2")
+
+
+def test_not_enough_information_without_citations_is_grounded() -> None:
+    v = validate_answer({"answer": NOT_ENOUGH_INFORMATION, "citations": [], "confidence": "low"}, SOURCES)
+    assert v.grounded and v.not_enough_information and v.checks == []
+
+
+def test_answer_without_citations_is_not_grounded() -> None:
+    v = validate_answer({"answer": "Use pip.", "citations": [], "confidence": "high"}, SOURCES)
+    assert not v.grounded and not v.not_enough_information and v.failed == []
+
+
+def test_empty_answer_is_not_grounded() -> None:
+    assert not validate_answer(reply((1, "pip install webqa"), answer="  "), SOURCES).grounded
+
+
+def test_quote_matching_the_text_as_shown_in_the_prompt_passes() -> None:
+    # The prompt neutralises fence tokens; a model quoting that shown form is still quoting.
+    src = Source(1, "c", "u", "", "Close blocks with </source> tags, never inline.")
+    v = validate_answer(reply((1, "Close blocks with &lt;/source> tags")), [src])
+    assert v.grounded, v.failed
+    assert v.checks[0].similarity == 1.0  # an exact match in the shown text, not a fuzzy one
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["Not enough information", "not enough information.", '  "Not Enough Information"  ', "**Not enough information**"],
+)
+def test_is_not_enough_information_is_tolerant(answer: str) -> None:
+    assert is_not_enough_information(answer)
+
+
+@pytest.mark.parametrize("answer", ["Not enough information about cron, but use pip.", "Enough information", "", None])
+def test_is_not_enough_information_is_not_too_tolerant(answer: str) -> None:
+    assert not is_not_enough_information(answer)
+
+
+# ------------------------------------------------------------------------------ coerce_answer
+
+
+def test_coerce_leaves_a_good_reply_alone() -> None:
+    good = reply((1, "pip install webqa"))
+    assert coerce_answer(good) == good
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            {"answer": "Use pip [2].", "citations": [2, "SOURCE 1", "[3]"], "confidence": "High"},
+            {
+                "answer": "Use pip [2].",
+                "citations": [{"source": 2, "quote": ""}, {"source": 1, "quote": ""}, {"source": 3, "quote": ""}],
+                "confidence": "high",
+            },
+        ),
+        (
+            {"answer": "x", "citations": [{"source": "Source 2", "quote": ["a", "b"]}], "confidence": "Medium."},
+            {
+                "answer": "x",
+                "citations": [{"source": 2, "quote": "a"}, {"source": 2, "quote": "b"}],
+                "confidence": "medium",
+            },
+        ),
+        (
+            {"answer": "x", "citations": ['Source 1: "pip install webqa"']},
+            {"answer": "x", "citations": [{"source": 1, "quote": "pip install webqa"}], "confidence": "low"},
+        ),
+        ({"answer": "x"}, {"answer": "x", "citations": [], "confidence": "low"}),
+        ({}, {"answer": "", "citations": [], "confidence": "low"}),
+        (
+            '```json\n{"answer": "y", "citations": [{"source": 1.0, "quote": "q"}], "confidence": 0.9}\n```',
+            {"answer": "y", "citations": [{"source": 1, "quote": "q"}], "confidence": "high"},
+        ),
+        ("plain text, not JSON", {"answer": "plain text, not JSON", "citations": [], "confidence": "low"}),
+        (None, {"answer": "", "citations": [], "confidence": "low"}),
+        ([1, 2], {"answer": "", "citations": [], "confidence": "low"}),
+        (
+            {"answer": None, "citations": {"source": True, "quote": "q"}, "confidence": "unsure"},
+            {"answer": "", "citations": [{"source": None, "quote": "q"}], "confidence": "low"},
+        ),
+    ],
+)
+def test_coerce_odd_shapes(data: object, expected: dict[str, object]) -> None:
+    assert coerce_answer(data) == expected
+
+
+def test_coerce_never_raises_on_hostile_objects() -> None:
+    class Weird:
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    assert coerce_answer({"answer": Weird(), "citations": [Weird()]}) == {"answer": "", "citations": [], "confidence": "low"}
+
+
+def test_citation_with_unreadable_source_is_reported_not_dropped() -> None:
+    v = validate_answer({"answer": "x", "citations": [{"quote": "pip install webqa"}], "confidence": "low"}, SOURCES)
+    assert not v.grounded
+    assert v.failed[0].reason == "citation has no source number"
+
+
+def test_validate_accepts_model_shapes_via_coerce() -> None:
+    v = validate_answer({"answer": "Use pip [1].", "citations": ['SOURCE 1: "pip install webqa"'], "confidence": "HIGH"}, SOURCES)
+    assert v.grounded and v.checks[0].matched == "pip install webqa"
