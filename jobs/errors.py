@@ -57,3 +57,7 @@ class ModelNotFoundError(LLMError):
 
 class NothingToDoError(WebqaError):
     """The inputs led to no work at all (no URL could be processed, no chunk stored)."""
+
+    def __init__(self, message: str, summary: object | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary  # what was done before giving up, for the CLI's summary line

@@ -1,0 +1,49 @@
+"""What the spider hands the pipelines: a fetched page, or the reason there is none."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass
+class FetchedPage:
+    """An HTML response, decoded by Scrapy (header charset, BOM or meta tag), not yet cleaned."""
+
+    url: str  # as listed or discovered: the key in `pages`
+    final_url: str  # after redirects
+    status: int
+    content_type: str | None
+    etag: str | None
+    last_modified: str | None
+    html: str
+    html_bytes: int  # bytes on the wire after decompression
+    content_hash: str
+    depth: int
+    fetched_at: datetime
+
+
+@dataclass
+class FetchOutcome:
+    """A URL that produced no page to store: skipped on purpose, failed, or confirmed unchanged (304)."""
+
+    url: str
+    outcome: str  # skipped | failed | not_modified
+    reason: str
+    status: int | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+
+
+@dataclass
+class ExtractedPage:
+    """A page after the cleaner and chunker ran in the process pool."""
+
+    page: FetchedPage
+    title: str | None
+    lang: str | None
+    extractor: str
+    text: str
+    text_bytes: int
+    chunks: list = field(default_factory=list)  # list[pipelines.chunk.Chunk]
+    seconds: float = 0.0

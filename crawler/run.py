@@ -1,0 +1,192 @@
+"""Start a crawl from Python: options → Scrapy settings → one CrawlerProcess → a summary.
+
+This is the thin layer the CLI and the job runner call. It reads what the crawl needs from the store
+before Scrapy starts (validators for conditional GET, fetch times for freshness), so the Scrapy
+components themselves stay ignorant of DuckDB. The Twisted reactor cannot restart, so one process
+runs at most one crawl; tests start crawls as subprocesses.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from jobs.errors import ConfigError, NothingToDoError
+from crawler.urllist import ListedUrl, UrlProblem, collect_urls, read_url_file
+from pipelines.store import Store, utcnow
+
+log = logging.getLogger(__name__)
+
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class HostPolicy:
+    delay: float | None = None
+    concurrency: int | None = None
+
+
+@dataclass
+class CrawlOptions:
+    urls: Sequence[str] = ()
+    urls_files: Sequence[Path] = ()
+    # Entries already read elsewhere (a job file's inline list), as (origin, raw URL).
+    url_entries: Sequence[tuple[str, str]] = ()
+    depth: int = 0
+    max_pages: int = 0
+    delay: float = 1.0
+    hosts: dict[str, HostPolicy] = field(default_factory=dict)
+    allow: Sequence[str] = ()
+    deny: Sequence[str] = ()
+    follow: str = "same_host"
+    contact: str | None = None
+    obey_robots: bool = True
+    timeout: float = 30.0
+    max_bytes: int = 10 * MB
+    recrawl_after: timedelta | None = None
+    refresh: bool = False
+    job_name: str | None = None
+    extract_workers: int = 0
+    verbose: bool = False
+    progress: bool = False
+    extra_settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CrawlSummary:
+    crawl_run_id: int | None
+    counts: dict[str, int]
+    problems: list[UrlProblem]
+    fresh: int
+    seconds: float
+
+    def count(self, key: str) -> int:
+        return int(self.counts.get(key, 0) or 0)
+
+    @property
+    def processed(self) -> int:
+        """URLs that reached the server and left the store current (new, changed, unchanged, 304)."""
+        return self.count("fetched") + self.count("not_modified")
+
+    def line(self) -> str:
+        return (
+            f"Crawled in {self.seconds:.1f}s: fetched {self.count('fetched')} "
+            f"(new {self.count('new')}, changed {self.count('changed')}, unchanged {self.count('unchanged')}), "
+            f"not modified {self.count('not_modified')}, fresh {self.fresh}, "
+            f"skipped {self.count('skipped')}, failed {self.count('failed')}; "
+            f"HTML {self.count('html_bytes') / MB:.2f} MB → text {self.count('text_bytes') / MB:.2f} MB; "
+            f"chunks written {self.count('chunks')}"
+        )
+
+
+def gather_urls(options: CrawlOptions) -> tuple[list[ListedUrl], list[UrlProblem]]:
+    entries: list[tuple[str, str]] = list(options.url_entries)
+    entries += [(f"argument {i}", raw) for i, raw in enumerate(options.urls, start=1)]
+    for path in options.urls_files:
+        try:
+            entries += read_url_file(path)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such URL file; check the path") from None
+        except IsADirectoryError:
+            raise ConfigError(f"{path}: is a folder, expected a file with one URL per line") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    return collect_urls(entries)
+
+
+def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, tuple[str | None, str | None]]) -> dict[str, Any]:
+    """The per-run settings layered over ``crawler.settings``."""
+    from crawler import settings as defaults
+
+    user_agent = defaults.USER_AGENT
+    if options.contact:
+        user_agent = f"webqa/0.1 (batch question answering; +{options.contact})"
+    slots = {
+        host: {
+            "delay": policy.delay if policy.delay is not None else options.delay,
+            "concurrency": policy.concurrency or 1,
+            "jitter": 0,
+        }
+        for host, policy in options.hosts.items()
+    }
+    settings: dict[str, Any] = {
+        "WEBQA_DB": str(db_path),
+        "WEBQA_JOB_NAME": options.job_name,
+        "WEBQA_VALIDATORS": validators,
+        "WEBQA_PROGRESS": options.progress,
+        "DOWNLOAD_DELAY": options.delay,
+        "DOWNLOAD_SLOTS": slots,
+        "ROBOTSTXT_OBEY": options.obey_robots,
+        "USER_AGENT": user_agent,
+        "DOWNLOAD_TIMEOUT": options.timeout,
+        "DOWNLOAD_MAXSIZE": options.max_bytes,
+        "DOWNLOAD_WARNSIZE": min(defaults.DOWNLOAD_WARNSIZE, options.max_bytes),
+        "LOG_LEVEL": "DEBUG" if options.verbose else "ERROR",
+        # The CLI installs its own handler with the level the user asked for.
+        "LOG_INSTALL_ROOT_HANDLER": False,
+        "EXTENSIONS": {"crawler.progress.ProgressReporter": 500},
+    }
+    if options.extract_workers:
+        settings["WEBQA_EXTRACT_WORKERS"] = options.extract_workers
+    settings.update(options.extra_settings)
+    return settings
+
+
+def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
+    """Crawl the listed URLs into ``db_path``; raises ``NothingToDoError`` when no URL could be processed."""
+    from scrapy.crawler import CrawlerProcess
+    from scrapy.settings import Settings
+
+    from crawler.spiders.urls import UrlsSpider
+
+    started = time.monotonic()
+    db_path = Path(db_path)
+    listed, problems = gather_urls(options)
+
+    # Opening the store here also turns "database in use" into one line before Scrapy starts.
+    with Store.open(db_path) as store:
+        stored = store.validators()
+        fresh: list[ListedUrl] = []
+        if options.recrawl_after is not None and not options.refresh:
+            cutoff = utcnow() - options.recrawl_after
+            fresh = [u for u in listed if (v := stored.get(u.url)) and v.fetched_at and v.fetched_at >= cutoff]
+            fresh_urls = {u.url for u in fresh}
+            listed = [u for u in listed if u.url not in fresh_urls]
+    validators = {url: (v.etag, v.last_modified) for url, v in stored.items() if v.etag or v.last_modified}
+
+    if not listed:
+        if fresh:
+            return CrawlSummary(None, {}, problems, len(fresh), time.monotonic() - started)
+        detail = f": {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") if problems else ""
+        raise NothingToDoError(f"no valid URL to crawl{detail}")
+
+    settings = Settings()
+    settings.setmodule("crawler.settings", priority="project")
+    settings.update(crawl_settings(options, db_path, validators), priority="cmdline")
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(UrlsSpider)
+    process.crawl(
+        crawler, listed=listed, problems=problems, depth=options.depth, max_pages=options.max_pages,
+        allow=list(options.allow), deny=list(options.deny), follow=options.follow,
+    )
+    process.start()
+
+    stats = crawler.stats.get_stats() if crawler.stats is not None else {}
+    counts = {k.removeprefix("webqa/count/"): int(v) for k, v in stats.items() if k.startswith("webqa/count/")}
+    summary = CrawlSummary(stats.get("webqa/crawl_run_id"), counts, problems, len(fresh), time.monotonic() - started)
+    if summary.crawl_run_id is None:
+        raise NothingToDoError(f"the crawl did not start; rerun with -v to see Scrapy's log (database {db_path})")
+    if summary.processed == 0 and not fresh:
+        raise NothingToDoError(
+            f"no URL could be fetched ({summary.count('failed')} failed, {summary.count('skipped')} skipped); "
+            f"see `SELECT url, reason FROM fetch_log WHERE crawl_run_id = {summary.crawl_run_id}` in {db_path}",
+            summary,
+        )
+    return summary

@@ -1,0 +1,208 @@
+"""The `urls` spider: fetch a list of URLs, optionally following links within limits.
+
+Every URL ends as exactly one item: a ``FetchedPage`` for HTML to clean, or a ``FetchOutcome`` saying
+why there is none (invalid, robots.txt, HTTP error, not HTML, 304 …), so nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import AsyncIterator, Iterable
+from datetime import datetime, timezone
+from typing import Any
+
+import scrapy
+from scrapy.exceptions import (
+    CannotResolveHostError,
+    DownloadCancelledError,
+    DownloadConnectionRefusedError,
+    DownloadTimeoutError,
+    IgnoreRequest,
+    ResponseDataLossError,
+)
+from scrapy.http import Response, TextResponse
+from scrapy.linkextractors import LinkExtractor
+from twisted.internet import error as twisted_errors
+from twisted.python.failure import Failure
+
+from crawler.items import FetchedPage, FetchOutcome
+from crawler.urllist import ListedUrl, UrlProblem, collect_urls, read_url_file
+
+log = logging.getLogger(__name__)
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+# Every status reaches `parse` so it is recorded; redirects (3xx but 304) stay with RedirectMiddleware,
+# which `handle_httpstatus_all` would switch off.
+HANDLED_STATUSES = [304, *range(400, 600)]
+
+
+def _split_arg(value: str | Iterable[str] | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [part for part in re.split(r"[\s,]+", value) if part]
+    return list(value)
+
+
+class UrlsSpider(scrapy.Spider):
+    name = "urls"
+
+    def __init__(
+        self,
+        urls: str | Iterable[str] | None = None,
+        urls_file: str | None = None,
+        listed: Iterable[ListedUrl] | None = None,
+        problems: Iterable[UrlProblem] | None = None,
+        depth: int | str = 0,
+        max_pages: int | str = 0,
+        allow: str | Iterable[str] | None = None,
+        deny: str | Iterable[str] | None = None,
+        follow: str = "same_host",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if listed is not None:
+            # The webqa CLI has already read and validated the list (and reported its problems).
+            self.listed = list(listed)
+            self.problems = list(problems or [])
+        else:
+            entries = [(f"argument {i}", raw) for i, raw in enumerate(_split_arg(urls), start=1)]
+            if urls_file:
+                entries += read_url_file(urls_file)
+            self.listed, self.problems = collect_urls(entries)
+        self.max_depth = int(depth)
+        self.max_pages = int(max_pages)
+        self.follow = follow
+        self.link_extractor = LinkExtractor(allow=_split_arg(allow), deny=_split_arg(deny), unique=True)
+        self.scheduled = 0
+        self.seen: set[str] = set()
+
+    async def start(self) -> AsyncIterator[Any]:
+        for problem in self.problems:
+            log.info("Skipping %s", problem)
+            self._count("skipped/invalid_url")
+            yield FetchOutcome(url=problem.raw, outcome="skipped", reason=f"{problem.origin}: {problem.reason}")
+        for listed in self.listed:
+            request = self._request(listed.url, depth=0)
+            if request is not None:
+                yield request
+
+    def _request(self, url: str, depth: int) -> scrapy.Request | None:
+        if url in self.seen:
+            return None
+        if self.max_pages and self.scheduled >= self.max_pages:
+            self._count("skipped/max_pages")
+            log.debug("Not scheduling %s: max_pages=%d reached", url, self.max_pages)
+            return None
+        self.seen.add(url)
+        self.scheduled += 1
+        return scrapy.Request(
+            url,
+            callback=self.parse,
+            errback=self.on_error,
+            cb_kwargs={"listed_url": url},
+            meta={"handle_httpstatus_list": HANDLED_STATUSES, "webqa_depth": depth},
+        )
+
+    def parse(self, response: Response, listed_url: str) -> Iterable[Any]:
+        depth = response.meta.get("webqa_depth", 0)
+        if response.status == 304:
+            self._count("not_modified")
+            yield FetchOutcome(
+                listed_url, "not_modified", "not modified since the last crawl", 304,
+                _header(response, "ETag"), _header(response, "Last-Modified"),
+            )
+            return
+        if response.status >= 400:
+            self._count(f"failed/http_{response.status}")
+            yield FetchOutcome(listed_url, "failed", f"HTTP {response.status}", response.status)
+            return
+        content_type = _header(response, "Content-Type")
+        mime = (content_type or "").split(";", 1)[0].strip().lower()
+        if not isinstance(response, TextResponse) or (mime and mime not in HTML_TYPES):
+            self._count("skipped/not_html")
+            yield FetchOutcome(listed_url, "skipped", f"not HTML ({mime or 'no Content-Type'})", response.status)
+            return
+        if not response.body.strip():
+            self._count("failed/empty_body")
+            yield FetchOutcome(listed_url, "failed", "empty body", response.status)
+            return
+        try:
+            html = response.text
+        except (UnicodeError, LookupError) as exc:  # a charset Python does not know
+            self._count("failed/undecodable")
+            yield FetchOutcome(listed_url, "failed", f"cannot decode body: {exc}", response.status)
+            return
+        yield FetchedPage(
+            url=listed_url,
+            final_url=response.url,
+            status=response.status,
+            content_type=content_type,
+            etag=_header(response, "ETag"),
+            last_modified=_header(response, "Last-Modified"),
+            html=html,
+            html_bytes=len(response.body),
+            content_hash=hashlib.sha256(response.body).hexdigest(),
+            depth=depth,
+            fetched_at=datetime.now(timezone.utc).replace(tzinfo=None),
+        )
+        if depth < self.max_depth and self.follow != "none":
+            yield from self._follow_links(response, depth)
+
+    def _follow_links(self, response: TextResponse, depth: int) -> Iterable[scrapy.Request]:
+        from crawler.urllist import normalise_url
+
+        host = _hostname(response.url)
+        for link in self.link_extractor.extract_links(response):
+            url, _reason = normalise_url(link.url)
+            if url is None or _hostname(url) != host:
+                continue
+            request = self._request(url, depth + 1)
+            if request is not None:
+                yield request
+
+    def on_error(self, failure: Failure) -> Iterable[FetchOutcome]:
+        request = failure.request  # type: ignore[attr-defined]
+        url = request.cb_kwargs.get("listed_url", request.url)
+        outcome, reason = describe_failure(failure)
+        self._count(f"{outcome}/{reason.split(':')[0].split(' (')[0].replace(' ', '_')}")
+        log.info("%s %s: %s", outcome.capitalize(), url, reason)
+        yield FetchOutcome(url, outcome, reason)
+
+    def _count(self, key: str) -> None:
+        if self.crawler is not None and self.crawler.stats is not None:
+            self.crawler.stats.inc_value(f"webqa/{key}")
+
+
+def describe_failure(failure: Failure) -> tuple[str, str]:
+    """Map a download failure to ``(outcome, reason)`` in words a user can act on."""
+    exc = failure.value
+    if isinstance(exc, IgnoreRequest):
+        text = str(exc) or "ignored"
+        if "robots.txt" in text.lower():
+            return "skipped", "disallowed by robots.txt"
+        return "skipped", text
+    if isinstance(exc, (CannotResolveHostError, twisted_errors.DNSLookupError)):
+        return "failed", "DNS lookup failed"
+    if isinstance(exc, (DownloadConnectionRefusedError, twisted_errors.ConnectionRefusedError)):
+        return "failed", "connection refused"
+    if isinstance(exc, (DownloadTimeoutError, twisted_errors.TimeoutError, TimeoutError)):
+        return "failed", f"timed out ({exc})"
+    if isinstance(exc, DownloadCancelledError):
+        return "failed", f"response too large: {exc}"
+    if isinstance(exc, ResponseDataLossError):
+        return "failed", "connection closed before the whole body arrived"
+    return "failed", f"{type(exc).__name__}: {exc}"
+
+
+def _header(response: Response, name: str) -> str | None:
+    value = response.headers.get(name)
+    return value.decode("latin-1") if value else None
+
+
+def _hostname(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    return (urlsplit(url).hostname or "").lower()

@@ -1,0 +1,269 @@
+"""Answer one question: select → pack → prompt → answerer → validate → maybe retry wider → record.
+
+Used by `webqa run` for every question of a job and by `webqa ask` for one. Every attempt is stored
+with its full selection trail (sent and dropped chunks with reasons) and the exact prompt, so
+`webqa explain` can replay the article's debugging checklist for any answer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobs.errors import LLMError, LLMUnavailableError, ModelNotFoundError
+from jobs.extractive import answer_extractively
+from jobs.llm import OllamaClient
+from jobs.prompt import ANSWER_SCHEMA, NOT_ENOUGH_INFORMATION, PROMPT_VERSION, Source, build_prompt, prompt_order
+from jobs.select import Candidate, Packed, Selection, Selector, pack
+from jobs.validate import Validation, coerce_answer, validate_answer
+from pipelines.store import RunStore
+
+log = logging.getLogger(__name__)
+
+CONFIDENCE_ORDER = {"high": 3, "medium": 2, "low": 1}
+
+
+@dataclass(frozen=True)
+class AskSettings:
+    method: str = "hybrid"
+    top_k: int = 6
+    token_budget: int = 3000
+    retry_wider: bool = True
+    # The wider retry doubles both; the default context (num_ctx 8192) still leaves room for the reply.
+    retry_factor: int = 2
+    answerer: str = "llm"  # llm | extractive
+    dry_run: bool = False
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class QuestionSpec:
+    id: str
+    question: str
+    urls: tuple[str, ...] | None = None
+
+
+@dataclass
+class Attempt:
+    number: int
+    packed: Packed
+    sources: list[Source]
+    prompt: str
+    data: dict[str, Any] | None = None
+    validation: Validation | None = None
+    answerer: str = "llm"
+    raw_reply: str | None = None
+    valid_json: bool | None = None
+    latency_s: float | None = None
+    prompt_tokens: int | None = None
+    eval_tokens: int | None = None
+    retry_reason: str | None = None
+    answer_id: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class Outcome:
+    """The result of one question: every attempt, and which one is final."""
+
+    spec: QuestionSpec
+    selection: Selection | None
+    attempts: list[Attempt] = field(default_factory=list)
+    final: Attempt | None = None
+    error: str | None = None
+    notice: str | None = None
+
+    @property
+    def answered(self) -> bool:
+        return self.final is not None and self.final.data is not None and self.error is None
+
+
+class QuestionAnswerer:
+    """Holds what every question of a run shares: the store, the selector and the LLM client.
+
+    DuckDB work is serialised by a lock so that several questions can wait on Ollama in parallel.
+    """
+
+    def __init__(self, store: RunStore, selector: Selector, llm: OllamaClient | None, settings: AskSettings,
+                 *, run_id: int | None = None) -> None:
+        self.store = store
+        self.selector = selector
+        self.llm = llm
+        self.settings = settings
+        self.run_id = run_id
+        self.db_lock = threading.Lock()
+        self.answerer = settings.answerer
+        self.fallback_notice: str | None = None
+
+    def switch_to_extractive(self, reason: str) -> None:
+        self.answerer = "extractive"
+        self.fallback_notice = reason
+
+    def answer(self, spec: QuestionSpec) -> Outcome:
+        with self.db_lock:
+            scope = self._scope(spec)
+            if isinstance(scope, str):
+                return Outcome(spec, None, error=scope)
+            selection = self.selector.select(spec.question, self.settings.method, urls=scope)
+        outcome = Outcome(spec, selection, notice=selection.notice)
+        attempt = self._attempt(outcome, 1, self.settings.top_k, self.settings.token_budget)
+        if outcome.error or self.settings.dry_run:
+            return outcome
+        reason = _retry_reason(attempt)
+        if reason and self.settings.retry_wider and len(selection.candidates) > len(attempt.packed.sent):
+            factor = self.settings.retry_factor
+            wider = self._attempt(outcome, 2, self.settings.top_k * factor, self.settings.token_budget * factor,
+                                  retry_reason=reason)
+            if wider.data is not None and _quality(wider) >= _quality(attempt):
+                outcome.final = wider
+                with self.db_lock:
+                    assert wider.answer_id is not None
+                    self.store.set_final(wider.answer_id)
+        return outcome
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _scope(self, spec: QuestionSpec) -> list[str] | None | str:
+        if not spec.urls:
+            return None
+        stored = self.store.stored_urls(spec.urls)
+        if not stored:
+            return f"question {spec.id}: none of its urls were crawled ({', '.join(spec.urls)}); add them to the job's urls"
+        missing = sorted(set(spec.urls) - set(stored))
+        if missing:
+            log.warning("Question %s: %d of its urls were never crawled: %s", spec.id, len(missing), ", ".join(missing))
+        return stored
+
+    def _attempt(self, outcome: Outcome, number: int, top_k: int, budget: int, *, retry_reason: str | None = None) -> Attempt:
+        assert outcome.selection is not None
+        packed = pack(outcome.selection.candidates, top_k=top_k, token_budget=budget)
+        ordered = prompt_order(packed.sent)
+        sources = [Source(i, c.chunk_id, c.url, c.heading, c.text) for i, c in enumerate(ordered, start=1)]
+        prompt = build_prompt(outcome.spec.question, sources)
+        attempt = Attempt(number, packed, sources, prompt, answerer=self.answerer, retry_reason=retry_reason)
+        outcome.attempts.append(attempt)
+        outcome.final = attempt if number == 1 else outcome.final
+        if self.settings.dry_run:
+            return attempt
+        if not sources:
+            # Nothing was selected: asking a model to answer from no sources can only invent.
+            attempt.answerer = "none"
+            attempt.data = {"answer": NOT_ENOUGH_INFORMATION, "citations": [], "confidence": "low"}
+        elif self.answerer == "extractive":
+            attempt.data = answer_extractively(outcome.spec.question, sources)
+        else:
+            self._ask_llm(outcome, attempt)
+        if attempt.data is not None:
+            attempt.validation = validate_answer(attempt.data, sources)
+        self._record(outcome, attempt)
+        return attempt
+
+    def _ask_llm(self, outcome: Outcome, attempt: Attempt) -> None:
+        assert self.llm is not None
+        started = time.monotonic()
+        try:
+            result = self.llm.chat_json(attempt.prompt, ANSWER_SCHEMA)
+        except ModelNotFoundError:
+            raise  # the run cannot go on: every question would fail the same way
+        except LLMUnavailableError:
+            raise  # the runner decides: stop, or fall back to extractive answers
+        except LLMError as exc:
+            attempt.error = str(exc)
+            attempt.latency_s = time.monotonic() - started
+            outcome.error = str(exc)
+            return
+        attempt.raw_reply = result.content
+        attempt.valid_json = result.valid_json
+        attempt.latency_s = result.latency_s
+        attempt.prompt_tokens = result.prompt_tokens
+        attempt.eval_tokens = result.eval_tokens
+        attempt.data = coerce_answer(result.data if result.data is not None else result.content)
+
+    def _record(self, outcome: Outcome, attempt: Attempt) -> None:
+        validation = attempt.validation
+        by_number = {s.number: s for s in attempt.sources}
+        citations = []
+        for check in validation.checks if validation else []:
+            source = by_number.get(check.source) if check.source is not None else None
+            citations.append({
+                "source": check.source, "quote": check.quote, "chunk_id": source.chunk_id if source else None,
+                "url": source.url if source else None, "heading": source.heading if source else None,
+                "valid": check.valid, "reason": check.reason, "matched": check.matched,
+                "similarity": round(check.similarity, 3),
+            })
+        data = attempt.data or {}
+        row = {
+            "run_id": self.run_id, "question_id": outcome.spec.id, "question": outcome.spec.question,
+            "attempt": attempt.number, "final": attempt.number == 1 or outcome.final is attempt,
+            "answer": data.get("answer"), "confidence": data.get("confidence"),
+            "citations": json.dumps(citations, ensure_ascii=False),
+            "grounded": validation.grounded if validation else False,
+            "not_enough_info": validation.not_enough_information if validation else None,
+            "failed_citations": len(validation.failed) if validation else None,
+            "valid_json": attempt.valid_json, "answerer": attempt.answerer,
+            "model": self.settings.model if attempt.answerer == "llm" else None,
+            "method": outcome.selection.method_used if outcome.selection else None,
+            "latency_s": attempt.latency_s, "prompt_tokens": attempt.prompt_tokens, "eval_tokens": attempt.eval_tokens,
+            "error": attempt.error, "retry_reason": attempt.retry_reason,
+        }
+        with self.db_lock:
+            attempt.answer_id = self.store.save_attempt(
+                row, selection_rows(outcome.selection, attempt.packed, attempt.sources) if outcome.selection else [],
+                attempt.prompt, PROMPT_VERSION, attempt.raw_reply,
+            )
+
+
+def selection_rows(selection: Selection, packed: Packed, sources: Sequence[Source]) -> list[dict[str, Any]]:
+    """Every ranked candidate with whether it was sent, as which SOURCE, and why (not)."""
+    number = {s.chunk_id: s.number for s in sources}
+    reasons = {c.chunk_id: reason for c, reason in packed.dropped}
+    sent = {c.chunk_id for c in packed.sent}
+    rows = []
+    for candidate in selection.candidates:
+        is_sent = candidate.chunk_id in sent
+        rows.append({
+            **candidate_dict(candidate),
+            "sent": is_sent,
+            "source_number": number.get(candidate.chunk_id),
+            "reason": f"rank {candidate.rank} within top_k and budget" if is_sent else reasons.get(candidate.chunk_id, "not packed"),
+        })
+    return rows
+
+
+def candidate_dict(candidate: Candidate) -> dict[str, Any]:
+    return {
+        "chunk_id": candidate.chunk_id, "url": candidate.url, "heading_path": candidate.heading,
+        "rank": candidate.rank, "score": candidate.score, "keyword_score": candidate.keyword_score,
+        "bm25_score": candidate.bm25_score, "embedding_score": candidate.embedding_score,
+        "matched_terms": list(candidate.matched), "tokens": candidate.tokens,
+    }
+
+
+def _retry_reason(attempt: Attempt) -> str | None:
+    validation = attempt.validation
+    if attempt.data is None or validation is None or attempt.answerer == "none":
+        return None
+    if validation.not_enough_information:
+        return "not enough information"
+    if validation.failed:
+        return f"{len(validation.failed)} citation(s) failed validation"
+    if not validation.grounded:
+        return "answer not grounded in the sources"
+    if str(attempt.data.get("confidence", "")).lower() == "low":
+        return "low confidence"
+    return None
+
+
+def _quality(attempt: Attempt) -> tuple[int, int, int]:
+    """Order attempts: a grounded real answer beats anything; then confidence; then fewer failed citations."""
+    validation = attempt.validation
+    if attempt.data is None or validation is None:
+        return (-1, 0, 0)
+    real = int(validation.grounded and not validation.not_enough_information)
+    confidence = CONFIDENCE_ORDER.get(str(attempt.data.get("confidence", "")).lower(), 0)
+    return (real, confidence, -len(validation.failed))

@@ -1,0 +1,59 @@
+"""One run per database at a time: an advisory lock file beside the DuckDB file.
+
+DuckDB itself refuses a second writer, but only while a connection is open; a run also crawls (in
+the same process, with its own connection) and writes reports. The lock covers the whole run, and
+the kernel releases it when the holder dies, even by SIGKILL, so a crashed run never blocks cron.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+from types import TracebackType
+
+from jobs.errors import DatabaseLockedError
+
+
+class RunLock:
+    def __init__(self, db_path: str | Path, wait_seconds: float = 0.0, poll_seconds: float = 0.2) -> None:
+        self.path = Path(f"{db_path}.lock")
+        self.wait_seconds = wait_seconds
+        self.poll_seconds = poll_seconds
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + self.wait_seconds
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another webqa process"
+                    os.close(fd)
+                    waited = f" after waiting {self.wait_seconds:g}s" if self.wait_seconds else ""
+                    raise DatabaseLockedError(
+                        f"{self.path.with_suffix('')} is busy{waited}: held by {holder}; "
+                        "use --wait SECONDS to queue behind it"
+                    ) from None
+                time.sleep(self.poll_seconds)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"PID {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> RunLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.release()

@@ -1,0 +1,124 @@
+"""Render answers: the JSON object of one question (shared by `ask --json` and the run's JSONL),
+the Markdown report and the CSV."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from jobs.answer import Attempt, Outcome, candidate_dict, selection_rows
+
+
+def outcome_json(outcome: Outcome) -> dict[str, Any]:
+    """One question as JSON: the selection in rank order, the exact prompt, and the answer if any."""
+    selection = outcome.selection
+    final = outcome.final
+    result: dict[str, Any] = {
+        "question_id": outcome.spec.id,
+        "question": outcome.spec.question,
+        "method": selection.method if selection else None,
+        "method_used": selection.method_used if selection else None,
+        "notice": outcome.notice,
+        "error": outcome.error,
+    }
+    if selection is not None and final is not None:
+        result["chunks"] = [
+            {**row, "text": candidate.text}
+            for row, candidate in zip(selection_rows(selection, final.packed, final.sources), selection.candidates)
+        ]
+        result["prompt"] = final.prompt
+        result["sources"] = [
+            {"number": s.number, "chunk_id": s.chunk_id, "url": s.url, "heading_path": s.heading} for s in final.sources
+        ]
+    else:
+        result["chunks"] = []
+        result["prompt"] = None
+        result["sources"] = []
+    if final is not None and final.data is not None:
+        result.update(_answer_fields(final))
+        result["attempts"] = len(outcome.attempts)
+    return result
+
+
+def _answer_fields(attempt: Attempt) -> dict[str, Any]:
+    data = attempt.data or {}
+    validation = attempt.validation
+    by_number = {s.number: s for s in attempt.sources}
+    citations = []
+    for check in validation.checks if validation else []:
+        source = by_number.get(check.source) if check.source is not None else None
+        citations.append({
+            "source": check.source, "quote": check.quote, "valid": check.valid, "reason": check.reason,
+            "url": source.url if source else None, "heading_path": source.heading if source else None,
+            "chunk_id": source.chunk_id if source else None,
+        })
+    return {
+        "answer_id": attempt.answer_id,
+        "answer": data.get("answer"),
+        "confidence": data.get("confidence"),
+        "citations": citations,
+        "grounded": validation.grounded if validation else False,
+        "not_enough_information": validation.not_enough_information if validation else None,
+        "answerer": attempt.answerer,
+        "attempt": attempt.number,
+        "retry_reason": attempt.retry_reason,
+        "latency_s": attempt.latency_s,
+    }
+
+
+def write_jsonl_line(stream: TextIO, obj: dict[str, Any]) -> None:
+    stream.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+    stream.flush()
+
+
+def markdown_report(title: str, summary_lines: Sequence[str], results: Iterable[dict[str, Any]],
+                    preamble: Sequence[str] = ()) -> str:
+    lines = [f"# {title}", ""]
+    lines += [*preamble]
+    if preamble:
+        lines.append("")
+    lines += [f"- {line}" for line in summary_lines]
+    lines.append("")
+    for obj in results:
+        lines.append(f"## {obj['question_id']}: {obj['question']}")
+        lines.append("")
+        if obj.get("error"):
+            lines += [f"**Failed:** {obj['error']}", ""]
+            continue
+        if obj.get("answer") is None:
+            lines += ["_No answer (dry run)._", ""]
+            continue
+        lines.append(str(obj["answer"]).strip())
+        lines.append("")
+        grounded = "yes" if obj.get("grounded") else "no"
+        lines.append(f"Confidence: **{obj.get('confidence')}** · grounded: **{grounded}** · "
+                     f"answerer: {obj.get('answerer')} · attempt {obj.get('attempt')} · answer id {obj.get('answer_id')}")
+        lines.append("")
+        if obj.get("citations"):
+            lines.append("Sources:")
+            for c in obj["citations"]:
+                mark = "✓" if c["valid"] else f"✗ {c['reason']}"
+                where = f"[{c['heading_path'] or c['url']}]({c['url']})" if c.get("url") else "(unknown source)"
+                lines.append(f"- [{c['source']}] {where} — “{c['quote']}” {mark}")
+            lines.append("")
+    return "\n".join(lines)
+
+
+CSV_FIELDS = ("question_id", "question", "answer", "confidence", "grounded", "answerer", "attempt", "answer_id",
+              "citations", "error")
+
+
+def write_csv(path: Path, results: Iterable[dict[str, Any]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        for obj in results:
+            row = dict(obj)
+            row["citations"] = "; ".join(f"[{c['source']}] {c.get('url') or ''}" for c in obj.get("citations", []))
+            writer.writerow(row)
+
+
+__all__ = ["outcome_json", "write_jsonl_line", "markdown_report", "write_csv", "candidate_dict"]

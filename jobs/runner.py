@@ -1,0 +1,298 @@
+"""One run of a job: lock → crawl (incremental) → answer every question → record → reports.
+
+Each answer is committed as soon as it is made, and its JSONL line written, so a run that dies keeps
+everything it finished. A bad question fails alone; only a missing model (every question would fail
+the same way) stops the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jobs.answer import AskSettings, Outcome, QuestionAnswerer, QuestionSpec
+from jobs.config import JobConfig
+from jobs.errors import ExitCode, LLMUnavailableError, ModelNotFoundError, NothingToDoError, StoreError
+from jobs.llm import OllamaClient, OllamaSettings
+from jobs.lock import RunLock
+from jobs.report import markdown_report, outcome_json, write_csv, write_jsonl_line
+from jobs.select import Selector
+from pipelines.store import RunStore
+
+log = logging.getLogger(__name__)
+
+Notify = Callable[[str], None]
+
+
+@dataclass
+class RunOptions:
+    db: Path
+    crawl: bool = True
+    out_dir: Path | None = None
+    dry_run: bool = False
+    refresh: bool = False
+    wait_seconds: float = 0.0
+    answerer: str | None = None  # overrides the job's
+    verbose: bool = False
+    progress: bool = False
+
+
+@dataclass
+class RunResult:
+    run_id: int
+    status: str
+    exit_code: ExitCode
+    counts: dict[str, int]
+    outputs: list[Path]
+    notices: list[str] = field(default_factory=list)
+    crawl_line: str | None = None
+
+    def line(self) -> str:
+        c = self.counts
+        return (
+            f"Run {self.run_id} {self.status}: {c.get('answered', 0)}/{c.get('questions', 0)} answered "
+            f"({c.get('grounded', 0)} grounded, {c.get('not_enough_info', 0)} not enough information), "
+            f"{c.get('failed', 0)} failed"
+        )
+
+
+def ollama_settings(job: JobConfig) -> OllamaSettings:
+    return OllamaSettings(
+        host=job.ollama.resolved_host, model=job.model, embedding_model=job.embedding_model,
+        timeout_s=job.ollama.timeout, options=dict(job.ollama.options),
+        keep_alive=None if job.ollama.keep_alive is None else str(job.ollama.keep_alive),
+        max_attempts=job.ollama.max_attempts,
+    )
+
+
+def crawl_options(job: JobConfig, options: RunOptions) -> Any:
+    from crawler.run import CrawlOptions, HostPolicy
+
+    job.require_urls()  # one clear error when the job lists no URLs at all
+    crawl = job.crawl
+    return CrawlOptions(
+        url_entries=job.url_entries(), urls_files=[job.urls_file] if job.urls_file else [],
+        depth=crawl.depth, max_pages=crawl.max_pages, delay=crawl.delay,
+        hosts={h: HostPolicy(o.delay, o.concurrency) for h, o in crawl.hosts.items()},
+        allow=crawl.allow, deny=crawl.deny, follow=crawl.follow, contact=crawl.user_agent_contact,
+        obey_robots=crawl.obey_robots, timeout=crawl.timeout, max_bytes=crawl.max_bytes,
+        recrawl_after=crawl.recrawl_after, refresh=options.refresh, job_name=job.name,
+        verbose=options.verbose, progress=options.progress,
+    )
+
+
+@contextmanager
+def _stop_after_current(flag: threading.Event) -> Iterator[None]:
+    """SIGTERM/SIGINT: finish the question in hand, then stop and mark the run interrupted."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if flag.is_set():
+            raise KeyboardInterrupt  # a second signal means now
+        flag.set()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run_job(job: JobConfig, options: RunOptions, notify: Notify = lambda _m: None) -> RunResult:
+    with RunLock(options.db, options.wait_seconds):
+        crawl_run_id = None
+        crawl_line = None
+        if options.crawl:
+            crawl_run_id, crawl_line = _crawl(job, options, notify)
+        return _answer_all(job, options, notify, crawl_run_id, crawl_line)
+
+
+def _crawl(job: JobConfig, options: RunOptions, notify: Notify) -> tuple[int | None, str | None]:
+    from crawler.run import run_crawl
+
+    try:
+        summary = run_crawl(crawl_options(job, options), options.db)
+    except NothingToDoError as exc:
+        # Yesterday's pages still answer today's questions: go on when the store has content.
+        notify(f"Crawl: {exc}; answering from the pages already stored")
+        return None, None
+    for problem in summary.problems:
+        notify(f"Skipped {problem}")
+    notify(summary.line())
+    return summary.crawl_run_id, summary.line()
+
+
+def _answer_all(job: JobConfig, options: RunOptions, notify: Notify, crawl_run_id: int | None,
+                crawl_line: str | None) -> RunResult:
+    notices: list[str] = []
+    answerer = options.answerer or job.answerer
+    llm: OllamaClient | None = None
+    embedder: OllamaClient | None = None
+    method = job.selection.method
+    settings = ollama_settings(job)
+    needs_ollama = (answerer == "llm" and not options.dry_run) or method in ("embedding", "hybrid")
+    if needs_ollama:
+        client = OllamaClient(settings)
+        try:
+            client.ping()
+            if answerer == "llm" and not options.dry_run:
+                client.ensure_model(job.model)
+                llm = client
+            embedder = client if client.has_model(job.embedding_model) else None
+            if embedder is None and method in ("embedding", "hybrid"):
+                notices.append(f"embedding model {job.embedding_model} is not available on {client.host} "
+                               f"(run `ollama pull {job.embedding_model}`); selecting with bm25")
+        except LLMUnavailableError as exc:
+            if answerer == "llm" and not options.dry_run:
+                if not job.fallback_extractive:
+                    raise
+                answerer = "extractive"
+                notices.append(f"{exc}; answering extractively (quoting the best sentences) instead")
+            elif method in ("embedding", "hybrid"):
+                notices.append(f"{exc}; selecting with bm25")
+    for notice in notices:
+        notify(f"Notice: {notice}")
+
+    store = RunStore.open(options.db)
+    try:
+        if store.count_chunks() == 0:
+            raise NothingToDoError(f"{options.db} holds no chunks to answer from; check the crawl (webqa crawl -v)")
+        if store.fts_is_stale():
+            store.rebuild_fts()
+        selector = Selector(store.conn, embedder=embedder, embedding_model=job.embedding_model if embedder else None,
+                            ensure_fts=store.load_fts)
+        run_id = store.begin_run(
+            job.name, str(job.source_path) if job.source_path else None, job.file_hash, crawl_run_id=crawl_run_id,
+            questions=len(job.questions), answerer=answerer, model=job.model if answerer == "llm" else None,
+            method=method, dry_run=options.dry_run, pid=os.getpid(),
+        )
+        ask = AskSettings(method=method, top_k=job.selection.top_k, token_budget=job.selection.token_budget,
+                          retry_wider=job.selection.retry_wider, answerer=answerer, dry_run=options.dry_run,
+                          model=job.model)
+        answerer_obj = QuestionAnswerer(store, selector, llm, ask, run_id=run_id)
+        out_dir = (options.out_dir or job.output.dir) / f"run-{run_id}"
+        return _run_questions(job, options, notify, store, answerer_obj, run_id, out_dir, notices, crawl_line)
+    finally:
+        store.close()
+
+
+def _run_questions(job: JobConfig, options: RunOptions, notify: Notify, store: RunStore,
+                   answerer: QuestionAnswerer, run_id: int, out_dir: Path, notices: list[str],
+                   crawl_line: str | None) -> RunResult:
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"{out_dir}: cannot create the output folder: {exc.strerror}") from None
+    specs = [QuestionSpec(q.id, q.question, tuple(q.urls) if q.urls else None) for q in job.questions]
+    results: dict[str, dict[str, Any]] = {}
+    counts = {"questions": len(specs), "answered": 0, "grounded": 0, "not_enough_info": 0, "failed": 0}
+    stop = threading.Event()
+    status = "done"
+    fatal: Exception | None = None
+    jsonl_path = out_dir / "answers.jsonl"
+    with jsonl_path.open("w", encoding="utf-8") as jsonl, _stop_after_current(stop), \
+            ThreadPoolExecutor(max_workers=max(1, job.ollama.parallel)) as pool:
+        pending: dict[Future[Outcome], QuestionSpec] = {}
+        queue = list(specs)
+        while queue or pending:
+            while queue and len(pending) < max(1, job.ollama.parallel) and not stop.is_set() and fatal is None:
+                spec = queue.pop(0)
+                pending[pool.submit(answerer.answer, spec)] = spec
+            if not pending:
+                break
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                spec = pending.pop(future)
+                try:
+                    outcome = future.result()
+                except LLMUnavailableError as exc:
+                    if job.fallback_extractive and answerer.answerer == "llm":
+                        notice = f"{exc}; answering the remaining questions extractively"
+                        notify(f"Notice: {notice}")
+                        notices.append(notice)
+                        answerer.switch_to_extractive(notice)
+                        queue.insert(0, spec)
+                        continue
+                    fatal = exc
+                    outcome = Outcome(spec, None, error=str(exc))
+                except ModelNotFoundError as exc:
+                    fatal = exc
+                    outcome = Outcome(spec, None, error=str(exc))
+                obj = outcome_json(outcome)
+                results[spec.id] = obj
+                write_jsonl_line(jsonl, obj)
+                _count(counts, outcome, options.dry_run)
+                notify(_progress_line(len(results), len(specs), obj, options.dry_run))
+        if stop.is_set() and queue:
+            status = "interrupted"
+    ordered = [results[s.id] for s in specs if s.id in results]
+    if fatal is not None:
+        status = "failed"
+    elif status != "interrupted":
+        status = "done" if counts["failed"] == 0 else ("failed" if counts["answered"] == 0 else "partial")
+    store.finish_run(run_id, status, counts, notes="; ".join(notices) or None)
+    outputs = _write_reports(job, out_dir, run_id, status, counts, ordered, notices, crawl_line, jsonl_path)
+    if fatal is not None:
+        raise fatal
+    exit_code = {"done": ExitCode.OK, "partial": ExitCode.PARTIAL, "interrupted": ExitCode.INTERRUPTED}.get(
+        status, ExitCode.FAILED)
+    return RunResult(run_id, status, exit_code, counts, outputs, notices, crawl_line)
+
+
+def _count(counts: dict[str, int], outcome: Outcome, dry_run: bool) -> None:
+    if outcome.error:
+        counts["failed"] += 1
+        return
+    if dry_run:
+        return
+    counts["answered"] += 1
+    final = outcome.final
+    if final and final.validation:
+        counts["grounded"] += int(final.validation.grounded and not final.validation.not_enough_information)
+        counts["not_enough_info"] += int(final.validation.not_enough_information)
+
+
+def _progress_line(done: int, total: int, obj: dict[str, Any], dry_run: bool) -> str:
+    prefix = f"[{done}/{total}] {obj['question_id']}"
+    if obj.get("error"):
+        return f"{prefix}: failed: {obj['error']}"
+    if dry_run:
+        return f"{prefix}: {len(obj.get('sources', []))} sources selected ({obj.get('method_used')})"
+    grounded = "grounded" if obj.get("grounded") else "NOT grounded"
+    return f"{prefix}: {obj.get('confidence')} confidence, {grounded}, attempt {obj.get('attempt')}"
+
+
+def _write_reports(job: JobConfig, out_dir: Path, run_id: int, status: str, counts: dict[str, int],
+                   results: list[dict[str, Any]], notices: list[str], crawl_line: str | None,
+                   jsonl_path: Path) -> list[Path]:
+    outputs = []
+    if "jsonl" in job.output.formats:
+        outputs.append(jsonl_path)
+    else:
+        jsonl_path.unlink(missing_ok=True)
+    if "markdown" in job.output.formats:
+        summary = [f"run {run_id}: {status}", f"questions: {counts['questions']}, answered: {counts['answered']}, "
+                   f"grounded: {counts['grounded']}, not enough information: {counts['not_enough_info']}, "
+                   f"failed: {counts['failed']}"]
+        if crawl_line:
+            summary.append(crawl_line)
+        summary += [f"notice: {n}" for n in notices]
+        path = out_dir / "report.md"
+        path.write_text(markdown_report(f"{job.name} — run {run_id}", summary, results), encoding="utf-8")
+        outputs.append(path)
+    if "csv" in job.output.formats:
+        path = out_dir / "answers.csv"
+        write_csv(path, results)
+        outputs.append(path)
+    return outputs

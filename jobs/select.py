@@ -1,0 +1,321 @@
+"""Selection: which stored chunks the LLM gets to see. The product, and where most failures start.
+
+Every method returns ranked candidates with their scores and the reasons (matched keywords or terms),
+deterministically: ties are broken by page URL and position in the page, never by chance.
+
+- ``keyword``: the article's method. Keywords are the question's lower-case words longer than three
+  letters minus stop words; score = keywords found in the chunk, +2 when one is in the heading path.
+- ``bm25``: DuckDB full-text search over the heading path and the text (Porter stemming).
+- ``embedding``: cosine similarity in DuckDB between Ollama embeddings; each chunk is embedded once
+  per model, ever (cached by the hash of the embedded text).
+- ``hybrid``: reciprocal-rank fusion of bm25 and embedding.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import duckdb
+
+from jobs.errors import LLMError, WebqaError
+from jobs.extractive import content_words, stem
+from pipelines.store import embed_text
+
+log = logging.getLogger(__name__)
+
+METHODS = ("keyword", "bm25", "embedding", "hybrid")
+# Reciprocal-rank fusion constant from Cormack et al. (2009); larger values flatten the head of each list.
+RRF_K = 60
+# How many candidates each method ranks; packing and the wider retry never need more.
+DEFAULT_POOL = 50
+HEADING_BOOST = 2
+
+
+class Embedder(Protocol):
+    def embed(self, texts: Sequence[str], *, model: str | None = None) -> list[list[float]]: ...
+
+
+@dataclass(frozen=True)
+class Candidate:
+    chunk_id: str
+    url: str
+    heading: str
+    text: str
+    tokens: int
+    rank: int = 0
+    score: float = 0.0
+    keyword_score: float | None = None
+    bm25_score: float | None = None
+    embedding_score: float | None = None
+    matched: tuple[str, ...] = ()
+
+
+@dataclass
+class Selection:
+    question: str
+    method: str  # as asked
+    method_used: str  # after fallbacks
+    candidates: list[Candidate]
+    notice: str | None = None
+
+
+@dataclass
+class Packed:
+    sent: list[Candidate]
+    dropped: list[tuple[Candidate, str]] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return sum(c.tokens for c in self.sent)
+
+
+def question_keywords(question: str) -> list[str]:
+    """The article's keywords: distinct content words of the question, in order."""
+    return list(dict.fromkeys(content_words(question)))
+
+
+def pack(candidates: Sequence[Candidate], *, top_k: int, token_budget: int) -> Packed:
+    """Take candidates in rank order while they fit ``top_k`` and the token budget.
+
+    A chunk too large for what is left is skipped, not a reason to stop: a smaller, lower-ranked chunk
+    may still fit. Exact duplicates of a sent chunk (same text) are dropped: they cost tokens and add
+    nothing.
+    """
+    sent: list[Candidate] = []
+    dropped: list[tuple[Candidate, str]] = []
+    seen_text: dict[str, str] = {}
+    used = 0
+    for candidate in candidates:
+        key = " ".join(candidate.text.split())
+        if len(sent) >= top_k:
+            dropped.append((candidate, f"below top_k={top_k}"))
+        elif key in seen_text:
+            dropped.append((candidate, f"duplicate of {seen_text[key]}"))
+        elif used + candidate.tokens > token_budget:
+            dropped.append((candidate, f"over token budget ({used}+{candidate.tokens} > {token_budget})"))
+        else:
+            sent.append(candidate)
+            seen_text[key] = candidate.chunk_id
+            used += candidate.tokens
+    return Packed(sent, dropped)
+
+
+class Selector:
+    """Ranks chunks of one store for a question. Reads only; embeddings are written to the cache."""
+
+    def __init__(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        *,
+        embedder: Embedder | None = None,
+        embedding_model: str | None = None,
+        pool: int = DEFAULT_POOL,
+        ensure_fts: Callable[[], None] | None = None,
+    ) -> None:
+        self.conn = conn
+        self.embedder = embedder
+        self.embedding_model = embedding_model
+        self.pool = pool
+        self._ensure_fts = ensure_fts
+        self._embedding_error: str | None = None
+        self._embedded_scopes: set[tuple[str, ...] | None] = set()
+
+    # -- public ---------------------------------------------------------------------------------
+
+    def select(self, question: str, method: str, *, urls: Sequence[str] | None = None) -> Selection:
+        if method not in METHODS:
+            raise WebqaError(f"unknown selection method {method!r}; use one of {', '.join(METHODS)}")
+        scope = sorted(set(urls)) if urls else None
+        notice = None
+        used = method
+        if method in ("embedding", "hybrid") and not self._embeddings_usable(scope):
+            used = "bm25"
+            notice = f"{method} selection unavailable ({self._embedding_error}); using bm25"
+        if used == "keyword":
+            ranked = self.keyword(question, scope)
+        elif used == "bm25":
+            ranked = self.bm25(question, scope)
+        elif used == "embedding":
+            ranked = self.embedding(question, scope)
+        else:
+            ranked = self.hybrid(question, scope)
+        return Selection(question, method, used, _ranked(ranked), notice)
+
+    def keyword(self, question: str, scope: list[str] | None) -> list[Candidate]:
+        keywords = question_keywords(question)
+        if not keywords:
+            return []
+        rows = self.conn.execute(
+            f"""
+            WITH scored AS (
+                SELECT chunk_id, url, ordinal, heading_path, text, token_estimate,
+                       list_filter($kw, k -> contains(lower(heading_path || ' ' || text), k)) AS matched,
+                       len(list_filter($kw, k -> contains(lower(heading_path), k))) > 0 AS in_heading
+                FROM chunks WHERE {_SCOPE}
+            )
+            SELECT chunk_id, url, heading_path, text, token_estimate, matched,
+                   len(matched) + CASE WHEN in_heading THEN {HEADING_BOOST} ELSE 0 END AS score
+            FROM scored WHERE len(matched) > 0
+            ORDER BY score DESC, url, ordinal
+            LIMIT $pool
+            """,
+            {"kw": keywords, "urls": scope, "pool": self.pool},
+        ).fetchall()
+        return [
+            Candidate(cid, url, heading, text, tokens, score=float(score), keyword_score=float(score), matched=tuple(matched))
+            for cid, url, heading, text, tokens, matched, score in rows
+        ]
+
+    def bm25(self, question: str, scope: list[str] | None) -> list[Candidate]:
+        if self._ensure_fts is not None:
+            self._ensure_fts()
+        query = " ".join(_fts_terms(question))
+        if not query:
+            return []
+        try:
+            rows = self.conn.execute(
+                f"""
+                SELECT chunk_id, url, heading_path, text, token_estimate, score FROM (
+                    SELECT chunk_id, url, ordinal, heading_path, text, token_estimate,
+                           fts_main_chunks.match_bm25(chunk_id, $q) AS score
+                    FROM chunks WHERE {_SCOPE}
+                ) WHERE score IS NOT NULL
+                ORDER BY score DESC, url, ordinal
+                LIMIT $pool
+                """,
+                {"q": query, "urls": scope, "pool": self.pool},
+            ).fetchall()
+        except duckdb.CatalogException:
+            raise WebqaError("the full-text index is missing; run `webqa crawl` (or `webqa run`) once to build it") from None
+        terms = _stems(question)
+        return [
+            Candidate(cid, url, heading, text, tokens, score=float(score), bm25_score=float(score),
+                      matched=_matched_stems(terms, heading + " " + text))
+            for cid, url, heading, text, tokens, score in rows
+        ]
+
+    def embedding(self, question: str, scope: list[str] | None) -> list[Candidate]:
+        assert self.embedder is not None and self.embedding_model
+        vector = self.embedder.embed([question], model=self.embedding_model)[0]
+        dims = len(vector)
+        rows = self.conn.execute(
+            f"""
+            SELECT chunk_id, url, heading_path, text, token_estimate, score FROM (
+                SELECT c.chunk_id, c.url, c.ordinal, c.heading_path, c.text, c.token_estimate,
+                       array_cosine_similarity(e.vector::FLOAT[{dims}], $q::FLOAT[{dims}]) AS score
+                FROM chunks c JOIN embeddings e
+                  ON e.model = $model AND e.embed_key = c.embed_key AND e.dims = {dims}
+                WHERE {_SCOPE.replace('url', 'c.url')}
+            ) ORDER BY score DESC, url, ordinal
+            LIMIT $pool
+            """,
+            {"q": vector, "model": self.embedding_model, "urls": scope, "pool": self.pool},
+        ).fetchall()
+        terms = _stems(question)
+        return [
+            Candidate(cid, url, heading, text, tokens, score=float(score), embedding_score=float(score),
+                      matched=_matched_stems(terms, heading + " " + text))
+            for cid, url, heading, text, tokens, score in rows
+        ]
+
+    def hybrid(self, question: str, scope: list[str] | None) -> list[Candidate]:
+        lists = [self.bm25(question, scope), self.embedding(question, scope)]
+        fused: dict[str, dict[str, Any]] = {}
+        for ranked in lists:
+            for rank, candidate in enumerate(ranked, start=1):
+                entry = fused.setdefault(candidate.chunk_id, {"candidate": candidate, "rrf": 0.0})
+                entry["rrf"] += 1.0 / (RRF_K + rank)
+                merged: Candidate = entry["candidate"]
+                entry["candidate"] = replace(
+                    merged,
+                    bm25_score=merged.bm25_score if merged.bm25_score is not None else candidate.bm25_score,
+                    embedding_score=merged.embedding_score if merged.embedding_score is not None else candidate.embedding_score,
+                )
+        order = sorted(fused.values(), key=lambda e: (-e["rrf"], e["candidate"].url, e["candidate"].chunk_id))
+        return [replace(e["candidate"], score=round(e["rrf"], 8)) for e in order[: self.pool]]
+
+    # -- embeddings cache -------------------------------------------------------------------------
+
+    def _embeddings_usable(self, scope: list[str] | None) -> bool:
+        if self.embedder is None or not self.embedding_model:
+            self._embedding_error = self._embedding_error or "no embedding model configured"
+            return False
+        if self._embedding_error:
+            return False
+        key = tuple(scope) if scope else None
+        if key in self._embedded_scopes or None in self._embedded_scopes:
+            return True
+        try:
+            self.embed_missing(scope)
+        except LLMError as exc:
+            self._embedding_error = str(exc)
+            log.warning("Embedding selection unavailable: %s", exc)
+            return False
+        self._embedded_scopes.add(key)
+        return True
+
+    def embed_missing(self, scope: list[str] | None = None, batch: int = 256) -> int:
+        """Embed every chunk in scope that has no vector for the model yet; returns how many."""
+        assert self.embedder is not None and self.embedding_model
+        rows = self.conn.execute(
+            f"""
+            SELECT embed_key, any_value(heading_path), any_value(text) FROM chunks
+            WHERE {_SCOPE}
+              AND embed_key NOT IN (SELECT embed_key FROM embeddings WHERE model = $model)
+            GROUP BY embed_key ORDER BY embed_key
+            """,
+            {"urls": scope, "model": self.embedding_model},
+        ).fetchall()
+        for start in range(0, len(rows), batch):
+            part = rows[start : start + batch]
+            vectors = self.embedder.embed([embed_text(h, t) for _k, h, t in part], model=self.embedding_model)
+            self._insert_vectors([key for key, _h, _t in part], vectors)
+        if rows:
+            log.info("Embedded %d chunks with %s", len(rows), self.embedding_model)
+        return len(rows)
+
+    def _insert_vectors(self, keys: list[str], vectors: list[list[float]]) -> None:
+        # Binding thousands of float lists as parameters takes minutes; a bulk read of a temporary
+        # NDJSON file takes well under a second.
+        fd, path = tempfile.mkstemp(suffix=".ndjson", prefix="webqa-embed-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                for key, vector in zip(keys, vectors, strict=True):
+                    out.write(json.dumps({"k": key, "v": vector}) + "\n")
+            self.conn.execute(
+                """
+                INSERT OR REPLACE INTO embeddings
+                SELECT $model, k, len(v), v FROM read_json($path, format = 'newline_delimited',
+                                                    columns = {'k': 'VARCHAR', 'v': 'FLOAT[]'})
+                """,
+                {"model": self.embedding_model, "path": path},
+            )
+        finally:
+            os.unlink(path)
+
+
+_SCOPE = "($urls IS NULL OR list_contains($urls, url))"
+
+
+def _ranked(candidates: list[Candidate]) -> list[Candidate]:
+    return [replace(c, rank=i) for i, c in enumerate(candidates, start=1)]
+
+
+def _fts_terms(question: str) -> list[str]:
+    # The fts extension tokenises on its own; we only strip characters its parser treats specially.
+    return [w for w in "".join(ch if ch.isalnum() or ch in "-_." else " " for ch in question.lower()).split() if w]
+
+
+def _stems(question: str) -> list[str]:
+    return list(dict.fromkeys(stem(w) for w in question_keywords(question)))
+
+
+def _matched_stems(stems: list[str], text: str) -> tuple[str, ...]:
+    lowered = text.lower()
+    return tuple(s for s in stems if s in lowered)

@@ -1,0 +1,699 @@
+"""HTML → main-content XML and plain text.
+
+Pure module: no Scrapy, no DuckDB, no network. Everything here is deterministic for a
+given input, so re-cleaning a stored page yields byte-identical XML and therefore
+identical chunk ids downstream.
+
+The XML vocabulary is trafilatura's (``<doc><main>`` with ``<head rend="hN">``, ``<p>``,
+``<list><item>``, ``<table><row><cell>``, ``<code>``, ``<quote>``). The lxml body fallback
+emits the same vocabulary so :func:`xml_blocks` (used by the chunker) reads both alike.
+"""
+
+from __future__ import annotations
+
+import codecs
+import html as html_lib
+import logging
+import re
+from collections.abc import Iterator
+from copy import copy
+from dataclasses import dataclass
+from typing import Literal
+
+import trafilatura
+from lxml import etree
+from lxml import html as lxml_html
+from trafilatura.utils import load_html
+
+LOGGER = logging.getLogger(__name__)
+
+Method = Literal["main", "recall", "body", "empty"]
+
+
+@dataclass(frozen=True)
+class CleanResult:
+    xml: str  # "" when method == "empty"
+    text: str
+    method: str  # "main" | "recall" | "body" | "empty"
+    title: str | None
+    lang: str | None
+    html_bytes: int
+    text_bytes: int
+
+
+@dataclass(frozen=True)
+class Block:
+    """One unit of page content in reading order, as the chunker sees it.
+
+    ``group`` ties together blocks that render one per line rather than as separate
+    paragraphs (the items of one list); -1 means "a paragraph of its own".
+    """
+
+    kind: str  # "heading" | "paragraph" | "item" | "term" | "code" | "table"
+    text: str
+    level: int = 0  # 1..6 for headings, else 0
+    group: int = -1
+
+
+# --------------------------------------------------------------------------- text helpers
+
+# Characters XML 1.0 cannot carry (lxml refuses them outright) plus lone surrogates,
+# which cannot be UTF-8 encoded. Removing them up front is what makes NUL-laden or
+# binary input safe for every later step.
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+_WS = re.compile(r"\s+")
+# Permalink glyphs that Sphinx, MkDocs, GitHub and friends append to headings.
+_GLYPHS = "¶§🔗⚓\ufe0f\ufe0e\u200b\u200c\u200d\u2060"
+_TRAILING_GLYPHS = re.compile(rf"(?:\s*[{_GLYPHS}]|\s+#)+\s*$")
+_LEADING_GLYPHS = re.compile(r"^\s*(?:[¶🔗⚓\ufe0f\ufe0e\u200b\u200c\u200d\u2060]+|#+(?=\s))\s*")
+# Markdown-style escapes some generators leak into heading text ("Step 1\.").
+_BACKSLASH_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|>~])")
+_META_CHARSET = re.compile(rb"""<meta[^>]{0,400}?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]{1,40})""", re.I)
+_LANG_TAG = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*$")
+
+
+def collapse_ws(text: str) -> str:
+    return " ".join(text.split())
+
+
+def clean_heading(text: str) -> str:
+    """Heading text as a reader sees it, without permalink glyphs or escapes.
+
+    A trailing ``#`` is only removed when separated by whitespace so "C#" survives.
+    """
+    if "&" in text:
+        # Double-escaped sources ("&amp;amp;") leave entities in the parsed text.
+        text = html_lib.unescape(text)
+    text = _XML_INVALID.sub("", text)
+    text = _BACKSLASH_ESCAPE.sub(r"\1", text)
+    text = collapse_ws(text)
+    text = _TRAILING_GLYPHS.sub("", text)
+    text = _LEADING_GLYPHS.sub("", text)
+    return text.strip()
+
+
+def _normalise_code(text: str) -> str:
+    """Keep indentation (it is meaning in Python), drop only invisible noise."""
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    out: list[str] = []
+    for line in lines:
+        if not line and (not out or not out[-1]):
+            continue  # leading blank lines and runs of blank lines
+        out.append(line)
+    while out and not out[-1]:
+        out.pop()
+    return "\n".join(out)
+
+
+def _sanitise(text: str) -> str:
+    return _XML_INVALID.sub("", text)
+
+
+_JUNK = re.compile("[\x00-\x08\x0e-\x1f\x7f\ufffd]")
+
+
+def _looks_binary(text: str) -> bool:
+    """Images, archives and PDFs served as text/html decode to control characters and
+    U+FFFD; text with that much of them is not worth extracting (a mis-declared encoding
+    on a real page stays far below 10%)."""
+    sample = text[:65536]
+    return bool(sample) and len(_JUNK.findall(sample)) > len(sample) // 10
+
+
+# --------------------------------------------------------------------------- decoding & parsing
+
+
+def _decode(data: bytes) -> str:
+    if data.startswith(codecs.BOM_UTF8):
+        return data[3:].decode("utf-8", errors="replace")
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16", errors="replace")
+    sample = data[:4096]
+    odd_zeros, even_zeros = sample[1::2].count(0), sample[0::2].count(0)
+    if len(sample) >= 16 and max(odd_zeros, even_zeros) > len(sample) // 3 and min(odd_zeros, even_zeros) * 10 < len(sample):
+        # ASCII-heavy UTF-16 without a BOM: every other byte is a zero high byte.
+        return data.decode("utf-16-le" if odd_zeros > even_zeros else "utf-16-be", errors="replace")
+    match = _META_CHARSET.search(data[:8192])
+    encoding = "utf-8"
+    if match:
+        declared = match.group(1).decode("ascii", errors="ignore").lower()
+        try:
+            encoding = codecs.lookup(declared).name
+        except LookupError:
+            encoding = "utf-8"
+        # Browsers read these labels as windows-1252 (WHATWG encoding spec); pages rely on it.
+        if encoding in {"latin-1", "iso8859-1", "ascii"}:
+            encoding = "cp1252"
+        # A page cannot truthfully declare UTF-16 in an ASCII-compatible <meta>.
+        if encoding.startswith("utf-16") or encoding.startswith("utf-32"):
+            encoding = "utf-8"
+    return data.decode(encoding, errors="replace")
+
+
+def _parse(text: str) -> lxml_html.HtmlElement | None:
+    """Parse like trafilatura does, but still return a tree for bare fragments."""
+    tree = None
+    try:
+        tree = load_html(text)
+    except Exception as err:  # trafilatura/lxml internals: never let them escape
+        LOGGER.debug("load_html failed: %s", err)
+    if tree is None:
+        try:
+            tree = lxml_html.document_fromstring(text)
+        except Exception as err:
+            LOGGER.debug("lxml fallback parse failed: %s", err)
+            return None
+    return tree
+
+
+_PERMALINK_CLASS = re.compile(r"headerlink|anchor|permalink|hash-link|header-link", re.I)
+
+
+def _prepare(tree: lxml_html.HtmlElement) -> None:
+    """Fix the two things trafilatura gets wrong on documentation sites.
+
+    1. Permalink anchors (``<a class="headerlink">¶</a>``) would end up in headings and
+       definition terms.
+    2. Highlighted ``<pre>`` blocks nested in list items / ``dd`` are turned into
+       ``<quote>`` with their newlines collapsed; a ``<pre>`` holding a single ``<span>``
+       is recognised as code everywhere, so flatten each ``<pre>`` into exactly that.
+    """
+    for anchor in list(tree.iter("a")):
+        text = (anchor.text_content() or "").strip()
+        only_glyphs = all(ch in _GLYPHS + "#" for ch in text)
+        href = anchor.get("href") or ""
+        looks_permalink = href.startswith("#") or bool(_PERMALINK_CLASS.search(anchor.get("class") or ""))
+        if only_glyphs and looks_permalink and anchor.getparent() is not None:
+            anchor.drop_tree()
+    for pre in list(tree.iter("pre")):
+        for br in pre.iter("br"):
+            br.tail = "\n" + (br.tail or "")
+        code = "".join(pre.itertext())
+        for child in list(pre):
+            pre.remove(child)
+        pre.text = None
+        span = lxml_html.Element("span")
+        span.text = code
+        pre.append(span)
+
+
+# --------------------------------------------------------------------------- metadata
+
+
+def _norm_lang(value: str | None) -> str | None:
+    if not value:
+        return None
+    first = re.split(r"[,;\s]+", value.strip())[0].replace("_", "-")
+    if not _LANG_TAG.match(first):
+        return None
+    primary, _, rest = first.partition("-")
+    return primary.lower() + ("-" + rest if rest else "")
+
+
+def _html_lang(tree: lxml_html.HtmlElement) -> str | None:
+    root = tree.getroottree().getroot()
+    for attr in ("lang", "{http://www.w3.org/XML/1998/namespace}lang", "xml:lang"):
+        if lang := _norm_lang(root.get(attr)):
+            return lang
+    for meta in tree.iter("meta"):
+        key = (meta.get("http-equiv") or meta.get("name") or meta.get("property") or "").lower()
+        if key in {"content-language", "language", "dc.language", "og:locale"}:
+            if lang := _norm_lang(meta.get("content")):
+                return lang
+    return None
+
+
+def _html_title(tree: lxml_html.HtmlElement) -> str | None:
+    for path in (".//title", ".//h1"):
+        el = tree.find(path)
+        if el is not None:
+            title = clean_heading(el.text_content() or "")
+            if title:
+                return title
+    return None
+
+
+# --------------------------------------------------------------------------- trafilatura
+
+_XML_PARSER = etree.XMLParser(
+    recover=True, huge_tree=True, resolve_entities=False, no_network=True, remove_comments=True, remove_pis=True
+)
+# Date extraction is irrelevant here; a fixed upper bound keeps output independent of "today".
+_DATE_PARAMS = {"original_date": True, "extensive_search": False, "max_date": "2099-12-31"}
+_HEAD_REND = re.compile(r"^h([1-6])$")
+
+
+def _trafilatura(tree: lxml_html.HtmlElement, url: str | None, recall: bool) -> tuple[etree._Element | None, str | None]:
+    """Run one trafilatura extraction; returns (normalised <doc> root, title)."""
+    try:
+        document = trafilatura.extract_with_metadata(
+            tree,
+            url=url,
+            output_format="xml",
+            favor_recall=recall,
+            include_comments=False,
+            include_tables=True,
+            include_formatting=False,
+            include_links=False,
+            include_images=False,
+            date_extraction_params=dict(_DATE_PARAMS),
+        )
+    except Exception as err:  # a bug in trafilatura on one odd page must not kill the page
+        LOGGER.debug("trafilatura failed (recall=%s) on %s: %s", recall, url, err)
+        return None, None
+    if document is None or not document.text:
+        return None, None
+    title = clean_heading(document.title) if document.title else None
+    try:
+        root = etree.fromstring(document.text.encode("utf-8"), _XML_PARSER)
+    except Exception as err:
+        LOGGER.debug("unparsable trafilatura XML on %s: %s", url, err)
+        return None, title
+    if root is None:
+        return None, title
+    for comments in root.findall("comments"):
+        root.remove(comments)
+    for head in root.iter("head"):
+        text = clean_heading("".join(head.itertext()))
+        tail = head.tail
+        attrs = {"rend": head.get("rend", "")}
+        head.clear()  # also drops inline <code>/<hi> children and the tail
+        head.text = text
+        head.tail = tail
+        if _HEAD_REND.match(attrs["rend"]):
+            head.set("rend", attrs["rend"])
+    if title:
+        root.set("title", title)
+    return root, title
+
+
+# --------------------------------------------------------------------------- lxml body fallback
+
+_DROP = ("script", "style", "noscript", "template", "nav", "footer", "head", "svg", "iframe", "object", "embed", "canvas")
+_BLOCK_TAGS = frozenset(
+    "address article aside blockquote body caption center dd details dialog div dl dt fieldset figcaption figure "
+    "footer form h1 h2 h3 h4 h5 h6 header hgroup hr li main menu ol p pre section summary table tbody td tfoot th "
+    "thead tr ul html".split()
+)
+_CAPTURE_TAGS = frozenset("h1 h2 h3 h4 h5 h6 p pre td th caption".split())
+
+
+def _slot(container: etree._Element) -> etree._Element:
+    """Where a block may be appended inside ``container`` without breaking the vocabulary."""
+    if container.tag == "list":
+        return etree.SubElement(container, "item")
+    if container.tag == "table":
+        container = etree.SubElement(container, "row")
+    if container.tag == "row":
+        return etree.SubElement(container, "cell")
+    return container
+
+
+def _body_xml(tree: lxml_html.HtmlElement, url: str | None, title: str | None) -> etree._Element:
+    """Whole-body text in trafilatura's vocabulary, headings kept as ``<head rend="hN">``.
+
+    Walks with ``etree.iterwalk`` (iterative, C-driven) so deeply nested input cannot hit
+    Python's recursion limit.
+    """
+    body = tree.find(".//body")
+    if body is None:
+        body = tree.getroottree().getroot()
+    body = copy(body)
+    etree.strip_elements(body, *_DROP, with_tail=False)
+    etree.strip_elements(body, etree.Comment, etree.ProcessingInstruction, with_tail=False)
+
+    doc = etree.Element("doc")
+    if title:
+        doc.set("title", title)
+    if url:
+        doc.set("url", _sanitise(url))
+    main = etree.SubElement(doc, "main")
+    containers: list[etree._Element] = [main]
+    # Keyed by the element itself: holding the proxy keeps its identity stable (an id() of a
+    # freed lxml proxy can be reused by another element).
+    opened: dict[lxml_html.HtmlElement, int] = {}  # html element -> depth of the container it opened
+    buf: list[str] = []
+    capture: tuple[lxml_html.HtmlElement, str, list[str]] | None = None
+
+    def flush() -> None:
+        text = collapse_ws("".join(buf))
+        buf.clear()
+        if not text:
+            return
+        container = containers[-1]
+        if container.tag in {"item", "cell"} and len(container) == 0 and not container.text:
+            container.text = text
+        elif container.tag in {"list", "table", "row"}:
+            _slot(container).text = text
+        else:
+            etree.SubElement(container, "p").text = text
+
+    def finish_capture(tag: str, pieces: list[str]) -> None:
+        raw = "".join(pieces)
+        container = containers[-1]
+        if tag == "pre":
+            code = _normalise_code(raw)
+            if code:
+                etree.SubElement(_slot(container), "code").text = code
+            return
+        if tag.startswith("h") and len(tag) == 2:
+            text = clean_heading(raw)
+            if text:
+                etree.SubElement(_slot(container), "head", rend=tag).text = text
+            return
+        text = collapse_ws(raw)
+        if not text:
+            return
+        if tag in {"td", "th"} and container.tag in {"row", "table"}:
+            cell = _slot(container)
+            if tag == "th":
+                cell.set("role", "head")
+            cell.text = text
+        elif tag == "caption" and container.tag in {"row", "table"}:
+            _slot(container).text = text
+        else:
+            etree.SubElement(_slot(container), "p").text = text
+
+    for event, el in etree.iterwalk(body, events=("start", "end")):
+        tag = el.tag.lower() if isinstance(el.tag, str) else ""
+        if capture is not None:
+            cap_el, cap_tag, pieces = capture
+            if event == "start":
+                if el is not cap_el:
+                    if tag == "br":
+                        pieces.append("\n")
+                    elif tag in _BLOCK_TAGS and cap_tag != "pre":
+                        pieces.append(" ")
+                pieces.append(el.text or "")
+            elif el is cap_el:
+                capture = None
+                finish_capture(cap_tag, pieces)
+                buf.append(el.tail or "")
+            else:
+                if tag in _BLOCK_TAGS and cap_tag != "pre":
+                    pieces.append(" ")
+                pieces.append(el.tail or "")
+            continue
+
+        if event == "start":
+            if tag in _CAPTURE_TAGS:
+                flush()
+                capture = (el, tag, [el.text or ""])
+                continue
+            if tag in {"ul", "ol", "dl", "menu"}:
+                flush()
+                parent = containers[-1]
+                if parent.tag == "list":
+                    parent = etree.SubElement(parent, "item")
+                elif parent.tag in {"table", "row"}:
+                    parent = _slot(parent)
+                new = etree.SubElement(parent, "list", rend="ol" if tag == "ol" else "dl" if tag == "dl" else "ul")
+            elif tag in {"li", "dt", "dd"}:
+                flush()
+                parent = containers[-1]
+                if parent.tag in {"table", "row"}:
+                    parent = _slot(parent)
+                new = etree.SubElement(parent, "item")
+                if tag != "li":
+                    new.set("rend", tag)
+            elif tag == "table":
+                flush()
+                new = etree.SubElement(_slot(containers[-1]) if containers[-1].tag == "list" else containers[-1], "table")
+            elif tag == "tr" and containers[-1].tag == "table":
+                flush()
+                new = etree.SubElement(containers[-1], "row")
+            elif tag == "blockquote":
+                flush()
+                new = etree.SubElement(_slot(containers[-1]), "quote")
+            else:
+                if tag == "br":
+                    buf.append("\n")
+                elif tag in _BLOCK_TAGS:
+                    flush()
+                buf.append(el.text or "")
+                continue
+            opened[el] = len(containers)
+            containers.append(new)
+            buf.append(el.text or "")
+        else:
+            depth = opened.pop(el, None)
+            if depth is not None:
+                flush()
+                del containers[depth:]
+            elif tag in _BLOCK_TAGS:
+                flush()
+            buf.append(el.tail or "")
+    flush()
+
+    # Drop structure that ended up without any text (empty lists, rows of empty cells).
+    for el in reversed(list(main.iter())):
+        if el is not main and not (el.text or "").strip() and len(el) == 0:
+            el.getparent().remove(el)
+    return doc
+
+
+# --------------------------------------------------------------------------- XML → blocks
+
+
+def _is_block_code(code: etree._Element, pending: list[str]) -> bool:
+    """trafilatura uses <code> both for code blocks and for inline code inside items."""
+    parent = code.getparent()
+    if parent is None or parent.tag in {"main", "doc", "quote", "div", "body", "comments"}:
+        return True
+    if parent.tag in {"item", "cell"}:
+        if "\n" in "".join(code.itertext()).strip():
+            return True
+        # A one-line code block stands alone: nothing before it, nothing after it.
+        return not "".join(pending).strip() and not (code.tail or "").strip()
+    return False
+
+
+def _inline_text(el: etree._Element) -> str:
+    return "".join(el.itertext())
+
+
+def _table_text(table: etree._Element) -> str:
+    rows: list[str] = []
+    for row in table:
+        if row.tag != "row":
+            text = collapse_ws(_inline_text(row))
+            if text:
+                rows.append(text)
+            continue
+        cells = [collapse_ws(_inline_text(cell)) for cell in row if isinstance(cell.tag, str)]
+        cells = [c for c in cells if c]
+        if cells:
+            rows.append(" | ".join(cells))
+    return "\n".join(rows)
+
+
+class _Frame:
+    """One open container while walking the XML (explicit stack: no recursion)."""
+
+    __slots__ = ("children", "element", "buf", "marker", "list_group", "item_kind", "counter", "rend")
+
+    def __init__(
+        self, element: etree._Element, marker: str = "", list_group: int = -1, item_kind: str = "", rend: str = ""
+    ) -> None:
+        self.element = element
+        self.rend = rend  # list frames: "ul" | "ol" | "dl"
+        self.children: Iterator[etree._Element] = iter(element)
+        self.buf: list[str] = [element.text or ""]
+        self.marker = marker  # prefix for the item's first line ("- ", "3. ")
+        self.list_group = list_group
+        self.item_kind = item_kind  # "" for non-items, else the block kind of the item's first line
+        self.counter = 0  # ordered-list numbering for list frames
+
+
+def _walk(root: etree._Element) -> list[Block]:
+    blocks: list[Block] = []
+    groups = iter(range(1 << 62))
+    for lb in root.iter("lb"):
+        lb.tail = "\n" + (lb.tail or "")
+
+    def emit_text(frame: _Frame, text: str, kind: str = "paragraph") -> None:
+        if not text:
+            return
+        if frame.item_kind:
+            blocks.append(Block(frame.item_kind, frame.marker + text, group=frame.list_group))
+            frame.item_kind = ""
+            return
+        blocks.append(Block(kind, text))
+
+    def flush(frame: _Frame) -> None:
+        text = collapse_ws("".join(frame.buf))
+        frame.buf.clear()
+        emit_text(frame, text)
+
+    main = root.find(".//main")
+    if main is None:
+        main = root
+    stack = [_Frame(main)]
+    while stack:
+        frame = stack[-1]
+        child = next(frame.children, None)
+        if child is None:
+            flush(frame)
+            stack.pop()
+            if stack:
+                stack[-1].buf.append(frame.element.tail or "")
+            continue
+        tag = child.tag if isinstance(child.tag, str) else ""
+        if not tag or tag in {"comments", "graphic", "fw", "note"}:
+            frame.buf.append(child.tail or "")
+            continue
+        if tag == "head":
+            flush(frame)
+            match = _HEAD_REND.match(child.get("rend") or "")
+            text = clean_heading(_inline_text(child))
+            if text:
+                # An unlabelled <head> (e.g. from <summary>) is minor: never start a section.
+                blocks.append(Block("heading", text, level=int(match.group(1)) if match else 4))
+        elif tag == "p":
+            flush(frame)
+            emit_text(frame, collapse_ws(_inline_text(child)))
+        elif tag == "code" and _is_block_code(child, frame.buf):
+            flush(frame)
+            code = _normalise_code(_inline_text(child))
+            if code:
+                blocks.append(Block("code", code))
+        elif tag == "table":
+            flush(frame)
+            if text := _table_text(child):
+                blocks.append(Block("table", text))
+        elif tag == "list":
+            flush(frame)
+            stack.append(_Frame(child, list_group=next(groups), rend=child.get("rend") or "ul"))
+            continue
+        elif tag == "item":
+            flush(frame)
+            rend = child.get("rend") or ""
+            list_rend = frame.rend if frame.element.tag == "list" else "ul"
+            if rend.startswith("dt"):
+                marker, kind = "", "term"
+            elif rend.startswith("dd") or list_rend == "dl":
+                marker, kind = "", "paragraph"
+            elif list_rend == "ol":
+                frame.counter += 1
+                marker, kind = f"{frame.counter}. ", "item"
+            else:
+                marker, kind = "- ", "item"
+            group = frame.list_group if frame.element.tag == "list" else next(groups)
+            stack.append(_Frame(child, marker=marker, list_group=group, item_kind=kind))
+            continue
+        elif tag in {"quote", "div", "main", "body", "section", "doc", "cell", "row"}:
+            flush(frame)
+            stack.append(_Frame(child))
+            continue
+        else:  # inline: hi, ref, span, inline code, del, ...
+            frame.buf.append(_inline_text(child))
+            frame.buf.append(child.tail or "")
+            continue
+        frame.buf = [child.tail or ""]
+    return blocks
+
+
+def xml_blocks(xml: str | etree._Element) -> list[Block]:
+    """Content blocks of a trafilatura-style XML document, in reading order."""
+    if isinstance(xml, str):
+        if not xml.strip():
+            return []
+        try:
+            root = etree.fromstring(_sanitise(xml).encode("utf-8"), _XML_PARSER)
+        except Exception as err:
+            LOGGER.debug("unparsable XML: %s", err)
+            return []
+        if root is None:
+            return []
+    else:
+        root = copy(xml)  # _walk annotates <lb> tails
+    return _walk(root)
+
+
+def blocks_to_text(blocks: list[Block]) -> str:
+    """Plain text: blocks separated by blank lines, items of one list by single newlines."""
+    parts: list[str] = []
+    prev: Block | None = None
+    for block in blocks:
+        if prev is not None:
+            parts.append("\n" if block.group >= 0 and block.group == prev.group else "\n\n")
+        parts.append(block.text)
+        prev = block
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def clean_html(html: str | bytes, url: str | None = None, *, min_chars: int = 500) -> CleanResult:
+    """Extract the main content of a page; never raises on bad input.
+
+    Order of attempts: trafilatura balanced ("main"), trafilatura ``favor_recall``
+    ("recall"), whole ``<body>`` via lxml ("body"). The first whose text reaches
+    ``min_chars`` wins; if none does, the longest text wins (ties go to the earlier
+    attempt); "empty" when no attempt produced any text.
+    """
+    if isinstance(html, (bytes, bytearray, memoryview)):
+        raw = bytes(html)
+        html_bytes = len(raw)
+        text_in = _decode(raw)
+    else:
+        text_in = html if isinstance(html, str) else str(html)
+        html_bytes = len(text_in.encode("utf-8", errors="replace"))
+
+    def empty(title: str | None = None, lang: str | None = None) -> CleanResult:
+        return CleanResult("", "", "empty", title, lang, html_bytes, 0)
+
+    if not text_in.strip() or _looks_binary(text_in):
+        return empty()
+    text_in = _sanitise(text_in)
+    tree = _parse(text_in)
+    if tree is None:
+        return empty()
+
+    try:
+        _prepare(tree)
+        lang = _html_lang(tree)
+        page_title = _html_title(tree)
+    except Exception as err:
+        LOGGER.debug("page preparation failed on %s: %s", url, err)
+        lang, page_title = None, None
+
+    candidates: list[tuple[str, etree._Element, str]] = []
+    title: str | None = None
+    for method in ("main", "recall", "body"):
+        try:
+            if method == "body":
+                root = _body_xml(tree, url, title or page_title)
+            else:
+                # A fresh copy per attempt keeps attempts independent of each other.
+                root, found_title = _trafilatura(copy(tree), url, recall=method == "recall")
+                title = title or found_title
+            if root is None:
+                continue
+            text = blocks_to_text(xml_blocks(root))
+        except Exception as err:
+            LOGGER.debug("%s extraction failed on %s: %s", method, url, err)
+            continue
+        if not text:
+            continue
+        candidates.append((method, root, text))
+        if len(text) >= min_chars:
+            break
+
+    title = title or page_title
+    if not candidates:
+        return empty(title, lang)
+    method, root, text = max(candidates, key=lambda c: len(c[2]))  # max() keeps the first of equals
+    if lang and not root.get("language"):
+        root.set("language", lang)
+    xml = etree.tostring(root, encoding="unicode")
+    return CleanResult(
+        xml=xml,
+        text=text,
+        method=method,
+        title=title,
+        lang=lang,
+        html_bytes=html_bytes,
+        text_bytes=len(text.encode("utf-8")),
+    )

@@ -1,0 +1,116 @@
+"""Process-pool worker: clean one page and chunk it, within a time bound, never raising.
+
+``process_page`` is a top-level function taking and returning picklable values so it
+can be submitted to a ``ProcessPoolExecutor`` as is.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from types import FrameType
+
+from pipelines.chunk import Chunk, split_by_headings
+from pipelines.clean import CleanResult, clean_html
+
+
+@dataclass(frozen=True)
+class PageResult:
+    clean: CleanResult | None
+    chunks: list[Chunk] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0  # wall-clock time spent in process_page
+
+
+class _ExtractionTimeout(BaseException):
+    """BaseException on purpose: trafilatura and clean_html catch ``Exception`` to survive
+    bad pages, and must not swallow the deadline."""
+
+
+def _can_use_alarm(max_seconds: float) -> bool:
+    # Signal handlers can only be installed from the main thread of the main interpreter;
+    # ProcessPoolExecutor workers run their tasks there, threads do not.
+    return (
+        max_seconds > 0
+        and hasattr(signal, "setitimer")
+        and hasattr(signal, "SIGALRM")
+        and threading.current_thread() is threading.main_thread()
+    )
+
+
+def _format_seconds(seconds: float) -> str:
+    return f"{seconds:g}"
+
+
+def process_page(
+    html: str,
+    url: str,
+    *,
+    max_seconds: float = 10.0,
+    max_tokens: int = 350,
+    overlap_tokens: int = 40,
+) -> PageResult:
+    """Clean ``html`` and split it into chunks.
+
+    The deadline is enforced with ``ITIMER_REAL``/SIGALRM when called from a main thread
+    (the previous handler and any outer timer are restored afterwards); elsewhere the work
+    just runs unbounded. SIGALRM is only acted upon between Python bytecodes, so a single
+    long C call inside lxml can overrun the deadline until it returns.
+    """
+    start = time.perf_counter()
+    clean: CleanResult | None = None
+    use_alarm = _can_use_alarm(max_seconds)
+    armed = [False]
+
+    def on_alarm(signum: int, frame: FrameType | None) -> None:
+        # Ignore an alarm delivered after the work finished but before we disarmed.
+        if armed[0]:
+            armed[0] = False
+            raise _ExtractionTimeout
+
+    previous_handler: object = signal.SIG_DFL
+    previous_timer: tuple[float, float] = (0.0, 0.0)
+    installed = [False]
+
+    def restore() -> None:
+        """Idempotent: called again from the handlers in case the alarm cut it short."""
+        armed[0] = False
+        if not installed[0]:
+            return
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        # None means the old handler was installed from C; the default is the best we can do.
+        signal.signal(signal.SIGALRM, previous_handler if previous_handler is not None else signal.SIG_DFL)  # type: ignore[arg-type]
+        remaining, interval = previous_timer
+        if remaining > 0:
+            # Someone else's timer was running: give it back what is left of it.
+            left = remaining - (time.perf_counter() - start)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 1e-3), interval)
+        installed[0] = False
+
+    try:
+        try:
+            if use_alarm:
+                previous_handler = signal.signal(signal.SIGALRM, on_alarm)
+                installed[0] = True
+                armed[0] = True
+                pass
+            clean = clean_html(html, url)
+            chunks = split_by_headings(clean.xml, url, max_tokens=max_tokens, overlap_tokens=overlap_tokens)
+        finally:
+            restore()
+    except _ExtractionTimeout:
+        restore()
+        return PageResult(
+            clean=clean,
+            chunks=[],
+            error=f"extraction took longer than {_format_seconds(max_seconds)} s",
+            seconds=time.perf_counter() - start,
+        )
+    except Exception as err:
+        restore()
+        detail = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
+        error = f"extraction failed: {type(err).__name__}" + (f": {detail}" if detail else "")
+        return PageResult(clean=clean, chunks=[], error=error, seconds=time.perf_counter() - start)
+    return PageResult(clean=clean, chunks=chunks, error=None, seconds=time.perf_counter() - start)

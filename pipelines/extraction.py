@@ -1,0 +1,88 @@
+"""Scrapy pipeline that cleans and chunks pages in a process pool.
+
+trafilatura costs 30–90 ms of CPU per page; run on the reactor thread it would hold the whole crawl
+to ~10 pages/s on one core. A process pool keeps both cores busy while Scrapy goes on downloading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from functools import partial
+from typing import Any
+
+from scrapy.crawler import Crawler
+
+from crawler.items import ExtractedPage, FetchedPage, FetchOutcome
+from pipelines.extract import PageResult, process_page
+
+log = logging.getLogger(__name__)
+
+
+class ExtractionPipeline:
+    def __init__(self, crawler: Crawler, workers: int, max_seconds: float, max_tokens: int, overlap_tokens: int) -> None:
+        self.crawler = crawler
+        self.workers = workers
+        self.max_seconds = max_seconds
+        self.max_tokens = max_tokens
+        self.overlap_tokens = overlap_tokens
+        self.pool: ProcessPoolExecutor | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ExtractionPipeline:
+        settings = crawler.settings
+        workers = settings.getint("WEBQA_EXTRACT_WORKERS") or (os.cpu_count() or 1)
+        return cls(
+            crawler,
+            workers=workers,
+            max_seconds=settings.getfloat("WEBQA_EXTRACT_TIMEOUT", 10.0),
+            max_tokens=settings.getint("WEBQA_CHUNK_TOKENS", 350),
+            overlap_tokens=settings.getint("WEBQA_CHUNK_OVERLAP", 40),
+        )
+
+    def open_spider(self) -> None:
+        # forkserver: forking the crawling process itself would copy the reactor and its threads.
+        self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("forkserver"))
+
+    def close_spider(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    async def process_item(self, item: Any) -> Any:
+        if not isinstance(item, FetchedPage):
+            return item
+        assert self.pool is not None
+        work = partial(
+            process_page, item.html, item.url,
+            max_seconds=self.max_seconds, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens,
+        )
+        loop = asyncio.get_running_loop()
+        try:
+            # The worker bounds itself with SIGALRM; the outer wait is a backstop for C code that
+            # does not return to Python in time.
+            result: PageResult = await asyncio.wait_for(
+                loop.run_in_executor(self.pool, work), timeout=self.max_seconds + 30
+            )
+        except (asyncio.TimeoutError, BrokenProcessPool) as exc:
+            reason = "extraction did not finish" if isinstance(exc, asyncio.TimeoutError) else "extraction worker died"
+            return self._failed(item, reason)
+        if result.error or result.clean is None:
+            return self._failed(item, result.error or "extraction produced nothing")
+        clean = result.clean
+        stats = self.crawler.stats
+        if stats is not None:
+            stats.inc_value(f"webqa/extractor/{clean.method}")
+        return ExtractedPage(
+            page=item, title=clean.title, lang=clean.lang, extractor=clean.method, text=clean.text,
+            text_bytes=clean.text_bytes, chunks=list(result.chunks), seconds=result.seconds,
+        )
+
+    def _failed(self, item: FetchedPage, reason: str) -> FetchOutcome:
+        log.warning("Extraction failed for %s: %s", item.url, reason)
+        if self.crawler.stats is not None:
+            self.crawler.stats.inc_value("webqa/failed/extraction")
+        return FetchOutcome(item.url, "failed", reason, item.status)

@@ -1,0 +1,384 @@
+"""The DuckDB store: one file holds pages, chunks, the fetch log and crawl runs.
+
+``Store`` is the only code that writes SQL for the crawl side; values are always bound as
+parameters. DuckDB allows one writing process per file, so opening a file another process holds
+fails fast with a ``DatabaseLockedError`` naming the holder instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from jobs.errors import DatabaseLockedError, StoreError
+from pipelines import schema
+from pipelines.chunk import Chunk
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DB = "webqa.duckdb"
+
+
+def utcnow() -> datetime:
+    # DuckDB TIMESTAMP is naive; we store UTC throughout.
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class PageRecord:
+    """A fetched, cleaned page ready to be stored."""
+
+    url: str
+    final_url: str
+    status: int
+    fetched_at: datetime
+    content_type: str | None
+    etag: str | None
+    last_modified: str | None
+    content_hash: str
+    title: str | None
+    lang: str | None
+    extractor: str
+    html_bytes: int
+    text_bytes: int
+    text: str
+    html: str
+    depth: int = 0
+    extract_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Validators:
+    """What a conditional request needs, and when the page was last fetched (for freshness)."""
+
+    etag: str | None
+    last_modified: str | None
+    fetched_at: datetime | None
+
+
+def fts_extension_path() -> Path:
+    """The fts extension shipped by the ``duckdb-extension-fts`` wheel for this DuckDB version.
+
+    Extensions cannot be downloaded on every machine (``INSTALL fts`` needs the network), so we load
+    the file the pinned wheel ships.
+    """
+    import duckdb_extension_fts
+
+    path = Path(duckdb_extension_fts.__file__).parent / "extensions" / f"v{duckdb.__version__}" / "fts.duckdb_extension"
+    if not path.exists():
+        raise StoreError(
+            f"the DuckDB fts extension for DuckDB {duckdb.__version__} is missing ({path}); "
+            f"reinstall with `pip install duckdb-extension-fts=={duckdb.__version__}`"
+        )
+    return path
+
+
+def embed_text(heading: str, text: str) -> str:
+    """What is embedded for a chunk: the heading path carries meaning its body often leaves out."""
+    return f"{heading}\n\n{text}" if heading else text
+
+
+def embed_key(heading: str, text: str) -> str:
+    return hashlib.sha256(embed_text(heading, text).encode("utf-8")).hexdigest()
+
+
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<prog>.+?) \(PID (?P<pid>\d+)\)")
+
+
+def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open the DuckDB file, translating lock and corruption errors into one-line errors."""
+    path = Path(path)
+    if read_only and not path.exists():
+        raise StoreError(f"{path}: no such database; run `webqa crawl` first or pass --db")
+    if path.parent and not path.parent.exists():
+        raise StoreError(f"{path}: folder {path.parent} does not exist")
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as exc:
+        match = _LOCK_HOLDER.search(str(exc))
+        if match:
+            raise DatabaseLockedError(
+                f"{path} is in use by another process ({match['prog']}, PID {match['pid']}); "
+                "wait for it to finish or use another --db"
+            ) from None
+        raise StoreError(f"{path}: cannot open the database: {exc}") from None
+    except duckdb.Error as exc:
+        raise StoreError(f"{path}: not a usable DuckDB database: {exc}") from None
+
+
+class Store:
+    """All reads and writes of the crawl tables, on one connection."""
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection, path: Path) -> None:
+        self.conn = conn
+        self.path = path
+        self._fts_loaded = False
+
+    @classmethod
+    def open(cls, path: str | Path = DEFAULT_DB, *, read_only: bool = False) -> Store:
+        path = Path(path)
+        conn = connect(path, read_only=read_only)
+        store = cls(conn, path)
+        if not read_only:
+            store.migrate()
+        return store
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- schema --------------------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        self.conn.execute(schema.TABLES)
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = int(row[0]) if row else schema.SCHEMA_VERSION
+        for step in range(version + 1, schema.SCHEMA_VERSION + 1):
+            for statement in schema.MIGRATIONS.get(step, []):
+                self.conn.execute(statement)
+        self.conn.execute(
+            "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(schema.SCHEMA_VERSION)]
+        )
+
+    def load_fts(self) -> None:
+        if not self._fts_loaded:
+            self.conn.execute(f"LOAD '{fts_extension_path()}'")
+            self._fts_loaded = True
+
+    def rebuild_fts(self) -> None:
+        """Rebuild the BM25 index; DuckDB's fts index is a snapshot and does not follow inserts."""
+        self.load_fts()
+        self.conn.execute(schema.REBUILD_FTS)
+        self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('fts_built_at', ?)", [utcnow().isoformat()])
+
+    def fts_is_stale(self) -> bool:
+        """True when chunks were written after the last index build (e.g. a crawl killed midway)."""
+        built = self.conn.execute("SELECT value FROM meta WHERE key = 'fts_built_at'").fetchone()
+        changed = self.conn.execute("SELECT value FROM meta WHERE key = 'chunks_changed_at'").fetchone()
+        if changed is None:
+            return built is None and self.count_chunks() > 0
+        return built is None or built[0] < changed[0]
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.conn.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+
+    # -- crawl runs ----------------------------------------------------------------------------
+
+    def begin_crawl(self, job_name: str | None = None, urls_requested: int = 0) -> int:
+        row = self.conn.execute(
+            "INSERT INTO crawl_runs (started_at, status, job_name, urls_requested) VALUES (?, 'running', ?, ?) "
+            "RETURNING crawl_run_id",
+            [utcnow(), job_name, urls_requested],
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def finish_crawl(self, crawl_run_id: int, status: str, counts: dict[str, int]) -> None:
+        columns = [c for c in CRAWL_COUNT_COLUMNS if c in counts]
+        assignments = ", ".join(f"{c} = ?" for c in columns)  # column names come from our own constant
+        self.conn.execute(
+            f"UPDATE crawl_runs SET finished_at = ?, status = ?{', ' if columns else ''}{assignments} "
+            "WHERE crawl_run_id = ?",
+            [utcnow(), status, *[counts[c] for c in columns], crawl_run_id],
+        )
+
+    def crawl_run(self, crawl_run_id: int) -> dict[str, object]:
+        cursor = self.conn.execute("SELECT * FROM crawl_runs WHERE crawl_run_id = ?", [crawl_run_id])
+        names = [d[0] for d in cursor.description]
+        row = cursor.fetchone()
+        if row is None:
+            raise StoreError(f"no crawl run {crawl_run_id}")
+        return dict(zip(names, row))
+
+    # -- pages ---------------------------------------------------------------------------------
+
+    def validators(self) -> dict[str, Validators]:
+        """Stored ETag/Last-Modified and fetch time per URL, for conditional and fresh-enough checks."""
+        rows = self.conn.execute("SELECT url, etag, last_modified, fetched_at FROM pages").fetchall()
+        return {url: Validators(etag, last_modified, fetched_at) for url, etag, last_modified, fetched_at in rows}
+
+    def page_hash(self, url: str) -> str | None:
+        row = self.conn.execute("SELECT content_hash FROM pages WHERE url = ?", [url]).fetchone()
+        return row[0] if row else None
+
+    def save_page(self, page: PageRecord, chunks: Sequence[Chunk], crawl_run_id: int | None) -> str:
+        """Store a fetched page and its chunks; returns ``new``, ``changed`` or ``unchanged``.
+
+        An unchanged body (same content hash) only refreshes the bookkeeping columns; a changed one
+        replaces the page's chunks in one transaction, so a crash never leaves half a page.
+        """
+        previous = self.page_hash(page.url)
+        if previous == page.content_hash:
+            self.conn.execute(
+                "UPDATE pages SET checked_at = ?, fetched_at = ?, status = ?, final_url = ?, etag = ?, "
+                "last_modified = ? WHERE url = ?",
+                [page.fetched_at, page.fetched_at, page.status, page.final_url, page.etag, page.last_modified, page.url],
+            )
+            return "unchanged"
+        now = page.fetched_at
+        with self.transaction():
+            self.conn.execute("DELETE FROM chunks WHERE url = ?", [page.url])
+            self.conn.execute(
+                "INSERT OR REPLACE INTO pages (url, final_url, status, fetched_at, checked_at, content_type, etag, "
+                "last_modified, content_hash, title, lang, extractor, html_bytes, text_bytes, text, depth, "
+                "extract_seconds, crawl_run_id, changed_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    page.url, page.final_url, page.status, now, now, page.content_type, page.etag,
+                    page.last_modified, page.content_hash, page.title, page.lang, page.extractor,
+                    page.html_bytes, page.text_bytes, page.text, page.depth, page.extract_seconds,
+                    crawl_run_id, now,
+                ],
+            )
+            self.conn.execute("INSERT OR REPLACE INTO page_html VALUES (?, ?)", [page.url, page.html])
+            if chunks:
+                self.conn.executemany(
+                    "INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        [c.chunk_id, page.url, c.ordinal, c.heading, c.text, c.token_estimate, c.content_hash,
+                         embed_key(c.heading, c.text)]
+                        for c in chunks
+                    ],
+                )
+            self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('chunks_changed_at', ?)", [now.isoformat()])
+        return "changed" if previous is not None else "new"
+
+    def mark_checked(self, url: str, status: int, etag: str | None = None, last_modified: str | None = None) -> None:
+        """A 304: the stored page stays, and we record that it was confirmed current."""
+        now = utcnow()
+        self.conn.execute(
+            "UPDATE pages SET checked_at = ?, fetched_at = ?, etag = coalesce(?, etag), "
+            "last_modified = coalesce(?, last_modified) WHERE url = ?",
+            [now, now, etag, last_modified, url],
+        )
+
+    def log_fetch(self, crawl_run_id: int | None, url: str, outcome: str, reason: str, status: int | None = None) -> None:
+        self.conn.execute(
+            "INSERT INTO fetch_log (crawl_run_id, url, logged_at, status, outcome, reason) VALUES (?, ?, ?, ?, ?, ?)",
+            [crawl_run_id, url, utcnow(), status, outcome, reason],
+        )
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def count_chunks(self) -> int:
+        row = self.conn.execute("SELECT count(*) FROM chunks").fetchone()
+        return int(row[0]) if row else 0
+
+    def chunks_for(self, url: str) -> list[tuple[str, int, str, str]]:
+        return self.conn.execute(
+            "SELECT chunk_id, ordinal, heading_path, text FROM chunks WHERE url = ? ORDER BY ordinal", [url]
+        ).fetchall()
+
+
+CRAWL_COUNT_COLUMNS = (
+    "urls_requested", "fetched", "new", "changed", "unchanged", "not_modified", "skipped", "failed",
+    "html_bytes", "text_bytes", "chunks",
+)
+
+
+class RunStore(Store):
+    """The answering side: runs, answers, selections and prompts, each answer committed when made."""
+
+    def begin_run(self, job_name: str, job_file: str | None, job_hash: str | None, *, crawl_run_id: int | None,
+                  questions: int, answerer: str, model: str | None, method: str, dry_run: bool, pid: int) -> int:
+        row = self.conn.execute(
+            "INSERT INTO runs (job_name, job_file, job_hash, started_at, status, crawl_run_id, questions, answerer, "
+            "model, method, dry_run, pid) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?) RETURNING run_id",
+            [job_name, job_file, job_hash, utcnow(), crawl_run_id, questions, answerer, model, method, dry_run, pid],
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def finish_run(self, run_id: int, status: str, counts: dict[str, int], notes: str | None = None) -> None:
+        self.conn.execute(
+            "UPDATE runs SET finished_at = ?, status = ?, answered = ?, grounded = ?, not_enough_info = ?, "
+            "failed = ?, notes = ? WHERE run_id = ?",
+            [utcnow(), status, counts.get("answered", 0), counts.get("grounded", 0),
+             counts.get("not_enough_info", 0), counts.get("failed", 0), notes, run_id],
+        )
+
+    def save_attempt(self, answer: dict[str, Any], selections: Sequence[dict[str, Any]], prompt: str | None,
+                     prompt_version: str | None, raw_reply: str | None) -> int:
+        """Insert one attempt with its selection trail and prompt in one transaction; returns its id.
+
+        A final attempt demotes earlier final attempts of the same question in the same run, so the
+        report always has exactly one answer per question.
+        """
+        columns = list(ANSWER_COLUMNS)
+        values = [answer.get(c) for c in columns]
+        with self.transaction():
+            if answer.get("final") and answer.get("run_id") is not None:
+                self.conn.execute(
+                    "UPDATE answers SET final = false WHERE run_id = ? AND question_id = ? AND final",
+                    [answer["run_id"], answer["question_id"]],
+                )
+            row = self.conn.execute(
+                f"INSERT INTO answers ({', '.join(columns)}, created_at) VALUES ({', '.join('?' for _ in columns)}, ?) "
+                "RETURNING answer_id",
+                [*values, utcnow()],
+            ).fetchone()
+            assert row is not None
+            answer_id = int(row[0])
+            if selections:
+                self.conn.executemany(
+                    f"INSERT INTO selections (answer_id, {', '.join(SELECTION_COLUMNS)}) "
+                    f"VALUES (?, {', '.join('?' for _ in SELECTION_COLUMNS)})",
+                    [[answer_id, *[s.get(c) for c in SELECTION_COLUMNS]] for s in selections],
+                )
+            if prompt is not None:
+                self.conn.execute(
+                    "INSERT INTO prompts VALUES (?, ?, ?, ?)", [answer_id, prompt_version, prompt, raw_reply]
+                )
+        return answer_id
+
+    def set_final(self, answer_id: int) -> None:
+        with self.transaction():
+            row = self.conn.execute("SELECT run_id, question_id FROM answers WHERE answer_id = ?", [answer_id]).fetchone()
+            if row is None:
+                raise StoreError(f"no answer {answer_id}")
+            self.conn.execute(
+                "UPDATE answers SET final = (answer_id = ?) WHERE run_id IS NOT DISTINCT FROM ? AND question_id = ?",
+                [answer_id, row[0], row[1]],
+            )
+
+    def query_dicts(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
+        cursor = self.conn.execute(sql, params)
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+    def stored_urls(self, urls: Sequence[str]) -> list[str]:
+        rows = self.conn.execute("SELECT url FROM pages WHERE list_contains(?, url)", [list(urls)]).fetchall()
+        return [r[0] for r in rows]
+
+
+ANSWER_COLUMNS = (
+    "run_id", "question_id", "question", "attempt", "final", "answer", "confidence", "citations", "grounded",
+    "not_enough_info", "failed_citations", "valid_json", "answerer", "model", "method", "latency_s",
+    "prompt_tokens", "eval_tokens", "error", "retry_reason",
+)
+SELECTION_COLUMNS = (
+    "chunk_id", "url", "heading_path", "rank", "score", "keyword_score", "bm25_score", "embedding_score",
+    "matched_terms", "tokens", "sent", "source_number", "reason",
+)
