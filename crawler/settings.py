@@ -36,6 +36,12 @@ RETRY_TIMES = 2
 DOWNLOAD_HANDLERS = {"file": None, "data": None, "ftp": None, "s3": None}
 
 DOWNLOADER_MIDDLEWARES = {
+    # Scrapy's own lets requests queued during the robots.txt download through unchecked (all but the
+    # first waiter get "allow all"), reads 5xx as allow-all and ignores Crawl-delay.
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    # RFC 9309 robots.txt with Crawl-delay, at the stock one's place: before anything spends work
+    # (conditional headers, retries, redirects) on a request robots.txt may forbid.
+    "crawler.middlewares.robots.RobotsPolicyMiddleware": 100,
     # After RobotsTxtMiddleware (100) so disallowed requests are never made conditional, before
     # HttpCompressionMiddleware (590) so our headers go out on the wire.
     "crawler.middlewares.conditional.ConditionalGetMiddleware": 560,
@@ -51,6 +57,12 @@ WEBQA_DB = "webqa.duckdb"
 WEBQA_EXTRACT_TIMEOUT = 10.0
 WEBQA_CHUNK_TOKENS = 350
 WEBQA_CHUNK_OVERLAP = 40
+# A host asking for more than this many seconds between requests is skipped, not crawled for hours.
+WEBQA_MAX_CRAWL_DELAY = 30
+# JSON file of robots.txt results reused by later runs; `crawler.run` puts it next to the database.
+WEBQA_ROBOTS_CACHE = None
+# RFC 9309 §2.4: a cached robots.txt should not be trusted for more than 24 hours.
+WEBQA_ROBOTS_CACHE_TTL = 24 * 3600
 
 # No interactive console port on machines that run cron jobs.
 TELNETCONSOLE_ENABLED = False
