@@ -135,7 +135,8 @@ def answer_extractively(question: str, sources: Sequence[Source], *, max_sentenc
         for si, source in enumerate(sources)
         for pos, sentence in enumerate(_sentences(source.text))
     ]
-    candidates = [c for c in candidates if c.stems]
+    # A question in the page (FAQ headings, "Why …?") repeats the asker's words but answers nothing.
+    candidates = [c for c in candidates if c.stems and not c.text.rstrip().endswith("?")]
     if not candidates:
         return nothing
 
