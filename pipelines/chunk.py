@@ -17,7 +17,9 @@ Rules (the "why" lives next to the code that implements each one):
   last resort. Consecutive pieces of one section overlap by whole trailing sentences of
   the previous piece totalling at most ``overlap_tokens`` (code/table lines and list items
   are never repeated). A definition term or h4–h6 line is never left dangling at the end
-  of a piece: it moves to the next piece with the content it introduces.
+  of a piece: it moves to the next piece with the content it introduces. When the last
+  piece of a section would be a crumb under ``min_tokens`` ("New in version 3.11."),
+  trailing blocks of the previous piece move into it so it has context.
 * **Tiny sections** (a whole section under ``min_tokens``) are merged with a neighbour:
   the following chunk if it lies under the same parent heading, else the preceding chunk
   under the same parent, and only when the result still fits ``max_tokens`` (so merging
@@ -33,7 +35,6 @@ Rules (the "why" lives next to the code that implements each one):
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -62,9 +63,10 @@ class Chunk:
 
 
 def _estimate(words: int, chars: int) -> int:
+    # Integer form of max(ceil(words * 1.3), ceil(chars / 4)): exact, no float rounding.
     if words == 0:
         return 0
-    return max(math.ceil(words * 1.3), math.ceil(chars / 4))
+    return max((13 * words + 9) // 10, (chars + 3) // 4)
 
 
 def estimate_tokens(text: str) -> int:
@@ -87,7 +89,7 @@ _ABBREVIATIONS = frozenset(
     """e.g. i.e. cf. vs. viz. approx. ca. incl. resp. esp. dr. mr. mrs. ms. prof. st. jr. sr.
     fig. figs. no. nos. vol. vols. pp. p. ed. eds. eq. eqs. sec. ch. al. inc. ltd. co. corp.
     dept. est. min. max. mt. ref. refs. jan. feb. mar. apr. jun. jul. aug. sep. sept. oct.
-    nov. dec. e.g i.e""".split()
+    nov. dec.""".split()
 )
 _BOUNDARY = re.compile(r"([.!?…]+)([\"'”’)\]]*)(\s+)")
 _INITIALISM = re.compile(r"(?:[A-Za-z]\.){2,}")
@@ -102,7 +104,8 @@ def _is_sentence_end(text: str, start: int, match: re.Match[str]) -> bool:
     if match.group(1)[-1] != ".":
         return True
     head = text[start : match.end(1)]
-    word_match = re.search(r"\S+$", head)
+    # Only the tail matters; bounding it keeps long abbreviation-laden runs linear.
+    word_match = re.search(r"\S+$", head[-64:])
     word = word_match.group(0).lstrip("([{\"'“‘") if word_match else ""
     lowered = word.lower()
     if lowered in _ABBREVIATIONS or _INITIALISM.fullmatch(word):
@@ -110,7 +113,7 @@ def _is_sentence_end(text: str, start: int, match: re.Match[str]) -> bool:
     if len(word) == 2 and word[0].isupper():  # an initial: "J. Smith"
         return False
     # "1. Install" / "(a) ..." at the very start of a sentence is an enumerator, not one.
-    return not _ENUMERATOR.fullmatch(head.strip())
+    return len(head) > 16 or not _ENUMERATOR.fullmatch(head.strip())
 
 
 def split_sentences(text: str) -> list[str]:
@@ -189,7 +192,7 @@ def _hard_split(text: str, max_tokens: int) -> list[str]:
     n_words = n_chars = 0
     limit_chars = max(1, max_tokens * 4)
     for word in text.split():
-        while word and _estimate(1, len(word)) > max_tokens:
+        while word and len(word) > limit_chars:
             if words:
                 out.append(" ".join(words))
                 words, n_words, n_chars = [], 0, 0
@@ -198,7 +201,7 @@ def _hard_split(text: str, max_tokens: int) -> list[str]:
         if not word:
             continue
         add_chars = len(word) + (1 if words else 0)
-        if words and _estimate(n_words + 1, n_chars + add_chars) > max_tokens:
+        if words and max((13 * (n_words + 1) + 9) // 10, (n_chars + add_chars + 3) // 4) > max_tokens:
             out.append(" ".join(words))
             words, n_words, n_chars, add_chars = [], 0, 0, len(word)
         words.append(word)
@@ -266,29 +269,38 @@ def _pack(units: list[_Unit], max_tokens: int, overlap_tokens: int, min_tokens: 
     pieces: list[tuple[list[_Unit], int]] = []  # (units, how many leading units are overlap copies)
     current: list[_Unit] = []
     n_overlap = 0
+    # Running totals for `current`, so that testing one more unit is O(1), not O(piece).
+    words = chars = 0
+
+    def reset(new: list[_Unit], new_overlap: int) -> None:
+        nonlocal current, n_overlap, words, chars
+        current, n_overlap = new, new_overlap
+        words = sum(u.words for u in new)
+        chars = sum(len(u.text) for u in new) + sum(len(_separator(a, b)) for a, b in zip(new, new[1:]))
 
     def close() -> None:
-        nonlocal current, n_overlap
         carried: list[_Unit] = []
         while len(current) - n_overlap > 1 and current[-1].keep_with_next:
             carried.insert(0, current.pop())
         pieces.append((current, n_overlap))
         overlap = [] if carried else _overlap(current, overlap_tokens)
-        current, n_overlap = overlap + carried, len(overlap)
+        reset(overlap + carried, len(overlap))
 
     i = 0
     while i < len(units):
         unit = units[i]
-        if _tokens([*current, unit]) <= max_tokens:
+        added_chars = len(unit.text) + (len(_separator(current[-1], unit)) if current else 0)
+        if _estimate(words + unit.words, chars + added_chars) <= max_tokens:
             current.append(unit)
+            words += unit.words
+            chars += added_chars
             i += 1
         elif n_overlap and len(current) == n_overlap:
             # Only overlap copies in front of a unit that does not fit with them: shed them.
-            current.pop(0)
-            n_overlap -= 1
+            reset(current[1:], n_overlap - 1)
         elif not current:
             # Cannot fit even alone (a budget below one word's estimate): emit it anyway.
-            current.append(unit)
+            reset([unit], 0)
             i += 1
             close()
         else:

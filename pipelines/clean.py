@@ -18,7 +18,6 @@ import re
 from collections.abc import Iterator
 from copy import copy
 from dataclasses import dataclass
-from typing import Literal
 
 import trafilatura
 from lxml import etree
@@ -26,9 +25,6 @@ from lxml import html as lxml_html
 from trafilatura.utils import load_html
 
 LOGGER = logging.getLogger(__name__)
-
-Method = Literal["main", "recall", "body", "empty"]
-
 
 @dataclass(frozen=True)
 class CleanResult:

@@ -95,7 +95,7 @@ def process_page(
                 previous_handler = signal.signal(signal.SIGALRM, on_alarm)
                 installed[0] = True
                 armed[0] = True
-                pass
+                previous_timer = signal.setitimer(signal.ITIMER_REAL, max_seconds)
             clean = clean_html(html, url)
             chunks = split_by_headings(clean.xml, url, max_tokens=max_tokens, overlap_tokens=overlap_tokens)
         finally:
