@@ -115,15 +115,20 @@ class QuestionAnswerer:
         if outcome.error or self.settings.dry_run:
             return outcome
         reason = _retry_reason(attempt)
-        if reason and self.settings.retry_wider and len(selection.candidates) > len(attempt.packed.sent):
-            factor = self.settings.retry_factor
-            wider = self._attempt(outcome, 2, self.settings.top_k * factor, self.settings.token_budget * factor,
-                                  retry_reason=reason)
+        factor = self.settings.retry_factor
+        top_k, budget = self.settings.top_k * factor, self.settings.token_budget * factor
+        # Retry only when the wider selection really sends more: candidates left out as duplicates
+        # would otherwise make a second, identical prompt.
+        if (reason and self.settings.retry_wider
+                and len(pack(selection.candidates, top_k=top_k, token_budget=budget).sent) > len(attempt.packed.sent)):
+            wider = self._attempt(outcome, 2, top_k, budget, retry_reason=reason)
             if wider.data is not None and _quality(wider) >= _quality(attempt):
                 outcome.final = wider
                 with self.db_lock:
                     assert wider.answer_id is not None
-                    self.store.set_final(wider.answer_id)
+                    self.store.set_final(wider.answer_id, [a.answer_id for a in outcome.attempts if a.answer_id])
+            elif wider.error:
+                log.warning("Question %s: the wider retry failed (%s); keeping the first answer", spec.id, wider.error)
         return outcome
 
     # -- internals ------------------------------------------------------------------------------
@@ -175,7 +180,10 @@ class QuestionAnswerer:
         except LLMError as exc:
             attempt.error = str(exc)
             attempt.latency_s = time.monotonic() - started
-            outcome.error = str(exc)
+            if attempt.number == 1:
+                # Only a failed first attempt fails the question: a failed wider retry leaves the
+                # first answer standing.
+                outcome.error = str(exc)
             return
         attempt.raw_reply = result.content
         attempt.valid_json = result.valid_json

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from jobs.errors import ConfigError, ExitCode, LLMUnavailableError, NothingToDoError, WebqaError
+from jobs.errors import ConfigError, ExitCode, LLMUnavailableError, NothingToDoError, StoreError, WebqaError
 
 DEFAULT_DB = os.environ.get("WEBQA_DB", "webqa.duckdb")
 
@@ -151,28 +151,38 @@ def cmd_ask(args: argparse.Namespace) -> int:
             raise ConfigError(f"--url {raw!r}: {reason}")
         urls.append(url)
     notify = _notifier(args)
+    if not Path(args.db).exists():
+        # Opening it would create an empty database only to report that it holds nothing.
+        raise StoreError(f"{args.db}: no such database; run `webqa crawl URL… --db {args.db}` first, or pass --db")
     settings = OllamaSettings(model=args.model, embedding_model=args.embedding_model)
     client = OllamaClient(settings)
     answerer = args.answerer
     llm = embedder = None
-    if args.method in ("embedding", "hybrid") or (answerer == "llm" and not args.dry_run):
+    wants_embeddings = args.method in ("embedding", "hybrid")
+    # Why embedding selection cannot be used; the selection's notice says it once, with the fix.
+    embedding_unavailable = None
+    if wants_embeddings or (answerer == "llm" and not args.dry_run):
         try:
             client.ping()
             if answerer == "llm" and not args.dry_run:
                 client.ensure_model(args.model)
                 llm = client
-            embedder = client if client.has_model(args.embedding_model) else None
+            if wants_embeddings:
+                embedder = client if client.has_model(args.embedding_model) else None
+                if embedder is None:
+                    embedding_unavailable = (f"embedding model {args.embedding_model} is not available on "
+                                             f"{client.host}; run `ollama pull {args.embedding_model}`")
         except LLMUnavailableError as exc:
             if answerer == "llm" and not args.dry_run:
                 raise
-            notify(f"Notice: {exc}; selecting with bm25")
+            embedding_unavailable = str(exc)
     with RunStore.open(args.db) as store:
         if store.count_chunks() == 0:
             raise NothingToDoError(f"{args.db} holds no chunks; run `webqa crawl URL… --db {args.db}` first")
         if store.fts_is_stale():
             store.rebuild_fts()
         selector = Selector(store.conn, embedder=embedder, embedding_model=args.embedding_model if embedder else None,
-                            ensure_fts=store.load_fts)
+                            ensure_fts=store.load_fts, embedding_unavailable=embedding_unavailable)
         ask = AskSettings(method=args.method, top_k=max(1, args.top_k), token_budget=max(1, args.budget),
                           retry_wider=not args.no_retry, answerer=answerer, dry_run=args.dry_run, model=args.model)
         outcome = QuestionAnswerer(store, selector, llm, ask).answer(

@@ -18,16 +18,38 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+# Attempts per question: the first and the wider retry.
+MAX_ATTEMPTS = 2
+
+
+def _attempts_of(store: RunStore, a: dict) -> list[dict]:
+    """Every attempt of the question ``a`` answers, in order (``a`` itself included).
+
+    In a run, the attempts share run and question id. `webqa ask` stores no run: the attempts of
+    one ask are the rows written one after the other by that process (the database admits one
+    writer at a time), so they are found by their consecutive ids and attempt numbers.
+    """
+    if a["run_id"] is not None:
+        return store.query_dicts(
+            "SELECT answer_id, attempt, final FROM answers WHERE run_id = ? AND question_id = ? "
+            "ORDER BY attempt, answer_id",
+            [a["run_id"], a["question_id"]],
+        )
+    first = a["answer_id"] - (a["attempt"] - 1)
+    rows = store.query_dicts(
+        "SELECT answer_id, attempt, final FROM answers WHERE run_id IS NULL AND question_id = ? AND question = ? "
+        "AND answer_id BETWEEN ? AND ? ORDER BY answer_id",
+        [a["question_id"], a["question"], first, first + MAX_ATTEMPTS - 1],
+    )
+    return [r for r in rows if r["answer_id"] - r["attempt"] == first - 1]
+
+
 def explain_answer(store: RunStore, answer_id: int, *, show_prompt: bool = True) -> str:
     rows = store.query_dicts("SELECT * FROM answers WHERE answer_id = ?", [answer_id])
     if not rows:
         raise StoreError(f"no answer {answer_id} in {store.path}; answer ids are printed by `webqa ask` and in reports")
     a = rows[0]
-    siblings = store.query_dicts(
-        "SELECT answer_id, attempt, final FROM answers WHERE run_id IS NOT DISTINCT FROM ? AND question_id = ? "
-        "AND (run_id IS NOT NULL OR answer_id = ?) ORDER BY attempt",
-        [a["run_id"], a["question_id"], answer_id],
-    )
+    siblings = _attempts_of(store, a)
     out: list[str] = []
     run = f"run {a['run_id']}" if a["run_id"] is not None else "webqa ask"
     out.append(f"Answer {answer_id} — {run}, question {a['question_id']}, attempt {a['attempt']} of {len(siblings)}"

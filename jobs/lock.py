@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from jobs.errors import DatabaseLockedError
+from jobs.errors import DatabaseLockedError, StoreError
 
 
 class RunLock:
@@ -24,7 +24,12 @@ class RunLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            raise StoreError(f"{self.path.with_suffix('')}: folder {self.path.parent} does not exist") from None
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot create the lock file: {exc.strerror or exc}") from None
         deadline = time.monotonic() + self.wait_seconds
         while True:
             try:

@@ -20,7 +20,7 @@ from typing import Any
 
 from jobs.answer import AskSettings, Outcome, QuestionAnswerer, QuestionSpec
 from jobs.config import JobConfig
-from jobs.errors import ExitCode, LLMUnavailableError, ModelNotFoundError, NothingToDoError, StoreError
+from jobs.errors import ExitCode, LLMUnavailableError, ModelNotFoundError, NothingToDoError, StoreError, WebqaError
 from jobs.llm import OllamaClient, OllamaSettings
 from jobs.lock import RunLock
 from jobs.report import markdown_report, outcome_json, write_csv, write_jsonl_line
@@ -54,9 +54,15 @@ class RunResult:
     outputs: list[Path]
     notices: list[str] = field(default_factory=list)
     crawl_line: str | None = None
+    dry_run: bool = False
 
     def line(self) -> str:
         c = self.counts
+        if self.dry_run:
+            # Nothing is answered in a dry run: "0/5 answered" would read as a failure.
+            selected = c.get("questions", 0) - c.get("failed", 0)
+            return (f"Run {self.run_id} {self.status} (dry run, no LLM called): {selected}/{c.get('questions', 0)} "
+                    f"questions selected, {c.get('failed', 0)} failed")
         return (
             f"Run {self.run_id} {self.status}: {c.get('answered', 0)}/{c.get('questions', 0)} answered "
             f"({c.get('grounded', 0)} grounded, {c.get('not_enough_info', 0)} not enough information), "
@@ -110,6 +116,10 @@ def _stop_after_current(flag: threading.Event) -> Iterator[None]:
 
 
 def run_job(job: JobConfig, options: RunOptions, notify: Notify = lambda _m: None) -> RunResult:
+    if not options.crawl and not Path(options.db).exists():
+        # Opening it would create an empty database (and a lock file) only to report "no chunks".
+        raise StoreError(f"{options.db}: no such database; run `webqa crawl` (or `webqa run` without --no-crawl) "
+                         "first, or pass --db")
     with RunLock(options.db, options.wait_seconds):
         crawl_run_id = None
         crawl_line = None
@@ -142,6 +152,7 @@ def _answer_all(job: JobConfig, options: RunOptions, notify: Notify, crawl_run_i
     method = job.selection.method
     settings = ollama_settings(job)
     needs_ollama = (answerer == "llm" and not options.dry_run) or method in ("embedding", "hybrid")
+    embedding_unavailable: str | None = None  # why embedding selection cannot be used, for each selection's notice
     if needs_ollama:
         client = OllamaClient(settings)
         try:
@@ -149,11 +160,14 @@ def _answer_all(job: JobConfig, options: RunOptions, notify: Notify, crawl_run_i
             if answerer == "llm" and not options.dry_run:
                 client.ensure_model(job.model)
                 llm = client
-            embedder = client if client.has_model(job.embedding_model) else None
+            if method in ("embedding", "hybrid"):
+                embedder = client if client.has_model(job.embedding_model) else None
             if embedder is None and method in ("embedding", "hybrid"):
-                notices.append(f"embedding model {job.embedding_model} is not available on {client.host} "
-                               f"(run `ollama pull {job.embedding_model}`); selecting with bm25")
+                embedding_unavailable = (f"embedding model {job.embedding_model} is not available on {client.host}; "
+                                         f"run `ollama pull {job.embedding_model}`")
+                notices.append(f"{embedding_unavailable}; selecting with bm25")
         except LLMUnavailableError as exc:
+            embedding_unavailable = str(exc)
             if answerer == "llm" and not options.dry_run:
                 if not job.fallback_extractive:
                     raise
@@ -171,7 +185,7 @@ def _answer_all(job: JobConfig, options: RunOptions, notify: Notify, crawl_run_i
         if store.fts_is_stale():
             store.rebuild_fts()
         selector = Selector(store.conn, embedder=embedder, embedding_model=job.embedding_model if embedder else None,
-                            ensure_fts=store.load_fts)
+                            ensure_fts=store.load_fts, embedding_unavailable=embedding_unavailable)
         run_id = store.begin_run(
             job.name, str(job.source_path) if job.source_path else None, job.file_hash, crawl_run_id=crawl_run_id,
             questions=len(job.questions), answerer=answerer, model=job.model if answerer == "llm" else None,
@@ -182,7 +196,19 @@ def _answer_all(job: JobConfig, options: RunOptions, notify: Notify, crawl_run_i
                           model=job.model)
         answerer_obj = QuestionAnswerer(store, selector, llm, ask, run_id=run_id)
         out_dir = (options.out_dir or job.output.dir) / f"run-{run_id}"
-        return _run_questions(job, options, notify, store, answerer_obj, run_id, out_dir, notices, crawl_line)
+        try:
+            return _run_questions(job, options, notify, store, answerer_obj, run_id, out_dir, notices, crawl_line)
+        except BaseException as exc:
+            # Whatever stopped the run, its row must not stay 'running' forever.
+            try:
+                row = store.conn.execute("SELECT status FROM runs WHERE run_id = ?", [run_id]).fetchone()
+                if row is not None and row[0] == "running":
+                    status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+                    store.finish_run(run_id, status, {"questions": len(job.questions)},
+                                     notes="; ".join([*notices, f"stopped: {exc!r}"]))
+            except Exception:  # noqa: BLE001 - the original error is the one to report
+                log.debug("Could not mark run %s as stopped", run_id, exc_info=True)
+            raise
     finally:
         store.close()
 
@@ -194,7 +220,7 @@ def _run_questions(job: JobConfig, options: RunOptions, notify: Notify, store: R
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreError(f"{out_dir}: cannot create the output folder: {exc.strerror}") from None
-    specs = [QuestionSpec(q.id, q.question, tuple(q.urls) if q.urls else None) for q in job.questions]
+    specs = [QuestionSpec(q.id, q.question, _stored_form(q.urls)) for q in job.questions]
     results: dict[str, dict[str, Any]] = {}
     counts = {"questions": len(specs), "answered": 0, "grounded": 0, "not_enough_info": 0, "failed": 0}
     stop = threading.Event()
@@ -229,6 +255,9 @@ def _run_questions(job: JobConfig, options: RunOptions, notify: Notify, store: R
                 except ModelNotFoundError as exc:
                     fatal = exc
                     outcome = Outcome(spec, None, error=str(exc))
+                except WebqaError as exc:
+                    # Anything else the user can act on fails this question alone.
+                    outcome = Outcome(spec, None, error=str(exc))
                 obj = outcome_json(outcome)
                 results[spec.id] = obj
                 write_jsonl_line(jsonl, obj)
@@ -247,7 +276,16 @@ def _run_questions(job: JobConfig, options: RunOptions, notify: Notify, store: R
         raise fatal
     exit_code = {"done": ExitCode.OK, "partial": ExitCode.PARTIAL, "interrupted": ExitCode.INTERRUPTED}.get(
         status, ExitCode.FAILED)
-    return RunResult(run_id, status, exit_code, counts, outputs, notices, crawl_line)
+    return RunResult(run_id, status, exit_code, counts, outputs, notices, crawl_line, dry_run=options.dry_run)
+
+
+def _stored_form(urls: list[str] | None) -> tuple[str, ...] | None:
+    """A question's URLs as the crawler stores them (scheme/host lower case, no fragment, '/' path)."""
+    from crawler.urllist import normalise_url
+
+    if not urls:
+        return None
+    return tuple(dict.fromkeys(normalise_url(url)[0] or url for url in urls))
 
 
 def _count(counts: dict[str, int], outcome: Outcome, dry_run: bool) -> None:

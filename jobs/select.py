@@ -54,6 +54,7 @@ class Candidate:
     bm25_score: float | None = None
     embedding_score: float | None = None
     matched: tuple[str, ...] = ()
+    ordinal: int = 0  # position in its page: the tie-break after the URL
 
 
 @dataclass
@@ -117,13 +118,15 @@ class Selector:
         embedding_model: str | None = None,
         pool: int = DEFAULT_POOL,
         ensure_fts: Callable[[], None] | None = None,
+        embedding_unavailable: str | None = None,
     ) -> None:
         self.conn = conn
         self.embedder = embedder
         self.embedding_model = embedding_model
         self.pool = pool
         self._ensure_fts = ensure_fts
-        self._embedding_error: str | None = None
+        # Why embeddings cannot be used, when the caller already knows (e.g. the model is not pulled).
+        self._embedding_error: str | None = embedding_unavailable
         self._embedded_scopes: set[tuple[str, ...] | None] = set()
 
     # -- public ---------------------------------------------------------------------------------
@@ -141,10 +144,17 @@ class Selector:
             ranked = self.keyword(question, scope)
         elif used == "bm25":
             ranked = self.bm25(question, scope)
-        elif used == "embedding":
-            ranked = self.embedding(question, scope)
         else:
-            ranked = self.hybrid(question, scope)
+            try:
+                ranked = self.embedding(question, scope) if used == "embedding" else self.hybrid(question, scope)
+            except LLMError as exc:
+                # Embedding the question itself failed (Ollama went away, the model was removed):
+                # this question, and the next ones, are still answerable from bm25.
+                self._embedding_error = str(exc)
+                log.warning("Embedding selection unavailable: %s", exc)
+                used = "bm25"
+                notice = f"{method} selection unavailable ({exc}); using bm25"
+                ranked = self.bm25(question, scope)
         return Selection(question, method, used, _ranked(ranked), notice)
 
     def keyword(self, question: str, scope: list[str] | None) -> list[Candidate]:
@@ -160,7 +170,7 @@ class Selector:
                 FROM chunks WHERE {_SCOPE}
             )
             SELECT chunk_id, url, heading_path, text, token_estimate, matched,
-                   len(matched) + CASE WHEN in_heading THEN {HEADING_BOOST} ELSE 0 END AS score
+                   len(matched) + CASE WHEN in_heading THEN {HEADING_BOOST} ELSE 0 END AS score, ordinal
             FROM scored WHERE len(matched) > 0
             ORDER BY score DESC, url, ordinal
             LIMIT $pool
@@ -168,8 +178,9 @@ class Selector:
             {"kw": keywords, "urls": scope, "pool": self.pool},
         ).fetchall()
         return [
-            Candidate(cid, url, heading, text, tokens, score=float(score), keyword_score=float(score), matched=tuple(matched))
-            for cid, url, heading, text, tokens, matched, score in rows
+            Candidate(cid, url, heading, text, tokens, score=float(score), keyword_score=float(score),
+                      matched=tuple(matched), ordinal=ordinal)
+            for cid, url, heading, text, tokens, matched, score, ordinal in rows
         ]
 
     def bm25(self, question: str, scope: list[str] | None) -> list[Candidate]:
@@ -181,7 +192,7 @@ class Selector:
         try:
             rows = self.conn.execute(
                 f"""
-                SELECT chunk_id, url, heading_path, text, token_estimate, score FROM (
+                SELECT chunk_id, url, heading_path, text, token_estimate, score, ordinal FROM (
                     SELECT chunk_id, url, ordinal, heading_path, text, token_estimate,
                            fts_main_chunks.match_bm25(chunk_id, $q) AS score
                     FROM chunks WHERE {_SCOPE}
@@ -196,8 +207,8 @@ class Selector:
         terms = _stems(question)
         return [
             Candidate(cid, url, heading, text, tokens, score=float(score), bm25_score=float(score),
-                      matched=_matched_stems(terms, heading + " " + text))
-            for cid, url, heading, text, tokens, score in rows
+                      matched=_matched_stems(terms, heading + " " + text), ordinal=ordinal)
+            for cid, url, heading, text, tokens, score, ordinal in rows
         ]
 
     def embedding(self, question: str, scope: list[str] | None) -> list[Candidate]:
@@ -206,12 +217,12 @@ class Selector:
         dims = len(vector)
         rows = self.conn.execute(
             f"""
-            SELECT chunk_id, url, heading_path, text, token_estimate, score FROM (
+            SELECT chunk_id, url, heading_path, text, token_estimate, score, ordinal FROM (
                 SELECT c.chunk_id, c.url, c.ordinal, c.heading_path, c.text, c.token_estimate,
                        array_cosine_similarity(e.vector::FLOAT[{dims}], $q::FLOAT[{dims}]) AS score
                 FROM chunks c JOIN embeddings e
                   ON e.model = $model AND e.embed_key = c.embed_key AND e.dims = {dims}
-                WHERE {_SCOPE.replace('url', 'c.url')}
+                WHERE ($urls IS NULL OR list_contains($urls, c.url))
             ) ORDER BY score DESC, url, ordinal
             LIMIT $pool
             """,
@@ -220,8 +231,8 @@ class Selector:
         terms = _stems(question)
         return [
             Candidate(cid, url, heading, text, tokens, score=float(score), embedding_score=float(score),
-                      matched=_matched_stems(terms, heading + " " + text))
-            for cid, url, heading, text, tokens, score in rows
+                      matched=_matched_stems(terms, heading + " " + text), ordinal=ordinal)
+            for cid, url, heading, text, tokens, score, ordinal in rows
         ]
 
     def hybrid(self, question: str, scope: list[str] | None) -> list[Candidate]:
@@ -237,7 +248,7 @@ class Selector:
                     bm25_score=merged.bm25_score if merged.bm25_score is not None else candidate.bm25_score,
                     embedding_score=merged.embedding_score if merged.embedding_score is not None else candidate.embedding_score,
                 )
-        order = sorted(fused.values(), key=lambda e: (-e["rrf"], e["candidate"].url, e["candidate"].chunk_id))
+        order = sorted(fused.values(), key=lambda e: (-e["rrf"], e["candidate"].url, e["candidate"].ordinal))
         return [replace(e["candidate"], score=round(e["rrf"], 8)) for e in order[: self.pool]]
 
     # -- embeddings cache -------------------------------------------------------------------------

@@ -1,0 +1,76 @@
+"""`webqa --help` and `webqa COMMAND --help`: exit 0 and every option is documented."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+
+import pytest
+
+from jobs.cli import build_parser
+from tests.test_run import WEBQA
+
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(action.choices)
+
+
+# Every subcommand the parser has, so a new one is covered as soon as it is added.
+COMMANDS = tuple(_subparsers())
+
+
+def _help(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*WEBQA, *args, "--help"], capture_output=True, text=True, timeout=60,
+                          env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+
+
+def test_the_core_commands_exist() -> None:
+    assert {"crawl", "run", "ask", "explain"} <= set(COMMANDS)
+
+
+def test_top_level_help() -> None:
+    done = _help()
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout.startswith("usage: webqa")
+    for command in COMMANDS:
+        assert command in done.stdout
+    for option in ("--verbose", "--quiet"):
+        assert option in done.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_command_help_mentions_every_option(command: str) -> None:
+    done = _help(command)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert done.stdout.startswith(f"usage: webqa {command}")
+    options = [s for a in _subparsers()[command]._actions for s in a.option_strings]
+    for option in options:
+        assert option in done.stdout, f"{command} --help does not mention {option}"
+
+
+EXPECTED = {
+    "crawl": ("--input", "--db", "--depth", "--max-pages", "--delay", "--allow", "--deny", "--contact",
+              "--ignore-robots", "--workers"),
+    "run": ("--db", "--no-crawl", "--refresh", "--out", "--dry-run", "--answerer", "--wait"),
+    "ask": ("--url", "--db", "--method", "--top-k", "--budget", "--model", "--embedding-model", "--answerer",
+            "--no-retry", "--json", "--dry-run"),
+    "explain": ("--db", "--no-prompt"),
+}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_command_help_lists_the_documented_options(command: str) -> None:
+    out = _help(command).stdout
+    for option in EXPECTED.get(command, ()):
+        assert option in out
+    if command == "ask":
+        assert "keyword" in out and "bm25" in out and "embedding" in out and "hybrid" in out
+
+
+def test_no_command_prints_usage_and_exits_2() -> None:
+    done = subprocess.run(WEBQA, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "usage: webqa" in done.stderr

@@ -1,0 +1,261 @@
+"""Selection without a crawl: `pack`, and the Selector on a small DuckDB written with Store.save_page."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from jobs.errors import LLMError, WebqaError
+from jobs.select import HEADING_BOOST, Candidate, Selector, pack, question_keywords
+from pipelines.chunk import Chunk, estimate_tokens
+from pipelines.store import PageRecord, RunStore, utcnow
+
+# --------------------------------------------------------------------------------------------
+# pack
+
+
+def cand(chunk_id: str, tokens: int, text: str | None = None) -> Candidate:
+    return Candidate(chunk_id, "http://a.test/", "", text if text is not None else f"text of {chunk_id}", tokens)
+
+
+def ids(candidates: Sequence[Candidate]) -> list[str]:
+    return [c.chunk_id for c in candidates]
+
+
+def test_pack_takes_candidates_in_rank_order_up_to_top_k() -> None:
+    packed = pack([cand(f"c{i}", 10) for i in range(1, 6)], top_k=3, token_budget=1000)
+    assert ids(packed.sent) == ["c1", "c2", "c3"]
+    assert [(c.chunk_id, reason) for c, reason in packed.dropped] == [("c4", "below top_k=3"), ("c5", "below top_k=3")]
+    assert packed.tokens == 30
+
+
+def test_pack_skips_a_chunk_over_the_budget_and_goes_on() -> None:
+    packed = pack([cand("big1", 50), cand("huge", 80), cand("small", 30), cand("tiny", 21)], top_k=10, token_budget=100)
+    assert ids(packed.sent) == ["big1", "small"]  # "small" still fits after "huge" was skipped
+    assert packed.dropped == [(cand("huge", 80), "over token budget (50+80 > 100)"),
+                              (cand("tiny", 21), "over token budget (80+21 > 100)")]
+    assert packed.tokens == 80
+
+
+def test_pack_budget_is_inclusive_and_a_chunk_larger_than_the_budget_never_fits() -> None:
+    packed = pack([cand("whale", 500), cand("a", 60), cand("b", 40)], top_k=5, token_budget=100)
+    assert ids(packed.sent) == ["a", "b"] and packed.tokens == 100
+    assert packed.dropped[0][1] == "over token budget (0+500 > 100)"
+
+
+def test_pack_drops_duplicates_without_using_top_k() -> None:
+    candidates = [cand("a", 10, "Same  text\nhere."), cand("b", 10, "Same text here."), cand("c", 10, "Other."),
+                  cand("d", 10, "Third.")]
+    packed = pack(candidates, top_k=3, token_budget=1000)
+    assert ids(packed.sent) == ["a", "c", "d"]
+    assert [(c.chunk_id, reason) for c, reason in packed.dropped] == [("b", "duplicate of a")]
+
+
+def test_pack_of_nothing() -> None:
+    packed = pack([], top_k=3, token_budget=100)
+    assert packed.sent == [] and packed.dropped == [] and packed.tokens == 0
+
+
+# --------------------------------------------------------------------------------------------
+# A small store
+
+A, B, C = "http://a.test/guide", "http://b.test/notes", "http://c.test/other"
+
+# url -> [(heading path, text)]
+PAGES: dict[str, list[tuple[tuple[str, ...], str]]] = {
+    A: [
+        (("Guide", "Server"), "The server port is 8080. Configure it in widget.toml before the first start."),
+        (("Guide", "Intro"), "A widget library for dashboards and small control panels."),
+        (("Guide", "Ports"), "Nothing else is said in this section about anything."),
+        (("Guide", "Gardens"), "Tomatoes grow well in sunny corners of the allotment."),
+        (("Guide", "Shared"), "Identical paragraph about widget colours and themes."),
+    ],
+    B: [
+        (("Guide", "Shared"), "Identical paragraph about widget colours and themes."),
+        (("Notes", "Widget Server Port"), "Use the configure command."),
+    ],
+    C: [
+        (("Other",), "The widget server writes its log to the journal."),
+    ],
+}
+
+
+def _chunks(url: str, sections: list[tuple[tuple[str, ...], str]]) -> list[Chunk]:
+    chunks = []
+    for ordinal, (path, text) in enumerate(sections):
+        chunk_id = hashlib.sha256(f"{url}\x1f{ordinal}".encode()).hexdigest()[:16]
+        chunks.append(Chunk(chunk_id, ordinal, path, text, estimate_tokens(text),
+                            hashlib.sha256(text.encode()).hexdigest()))
+    return chunks
+
+
+def _page(url: str, chunks: list[Chunk]) -> PageRecord:
+    text = "\n\n".join(c.text for c in chunks)
+    return PageRecord(url=url, final_url=url, status=200, fetched_at=utcnow(), content_type="text/html", etag=None,
+                      last_modified=None, content_hash=hashlib.sha256(text.encode()).hexdigest(), title=url,
+                      lang="en", extractor="main", html_bytes=len(text), text_bytes=len(text), text=text,
+                      html=f"<html><body>{text}</body></html>")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[RunStore]:
+    with RunStore.open(tmp_path / "select.duckdb") as opened:
+        for url, sections in PAGES.items():
+            chunks = _chunks(url, sections)
+            assert opened.save_page(_page(url, chunks), chunks, crawl_run_id=None) == "new"
+        opened.rebuild_fts()
+        yield opened
+
+
+def selector(store: RunStore, **kwargs: object) -> Selector:
+    return Selector(store.conn, ensure_fts=store.load_fts, **kwargs)  # type: ignore[arg-type]
+
+
+def heading_of(c: Candidate) -> str:
+    return c.heading.split(" › ")[-1]
+
+
+# --------------------------------------------------------------------------------------------
+# keyword: the article's method
+
+
+def test_question_keywords_are_long_content_words() -> None:
+    assert question_keywords("How do I configure the Widget server PORT? Widget!") == ["configure", "widget", "server",
+                                                                                       "port"]
+
+
+def test_keyword_scores_exactly(store: RunStore) -> None:
+    selection = selector(store).select("How do I configure the widget server port?", "keyword")
+    got = [(c.url, heading_of(c), c.score, c.matched) for c in selection.candidates]
+    assert HEADING_BOOST == 2
+    assert got == [
+        # 4 keywords in heading+text, "server" in the heading: 4 + 2
+        (A, "Server", 6.0, ("configure", "widget", "server", "port")),
+        # all four keywords, three of them in the heading: still only one +2
+        (B, "Widget Server Port", 6.0, ("configure", "widget", "server", "port")),
+        # "port" only in the heading ("Ports"): 1 + 2
+        (A, "Ports", 3.0, ("port",)),
+        (C, "Other", 2.0, ("widget", "server")),
+        (A, "Intro", 1.0, ("widget",)),
+        (A, "Shared", 1.0, ("widget",)),
+        (B, "Shared", 1.0, ("widget",)),
+    ]
+    assert [c.rank for c in selection.candidates] == list(range(1, 8))
+    assert all(c.keyword_score == c.score and c.bm25_score is None for c in selection.candidates)
+    assert selection.method == selection.method_used == "keyword" and selection.notice is None
+
+
+def test_keyword_ties_break_by_url_then_position(store: RunStore) -> None:
+    selection = selector(store).select("paragraph section", "keyword")
+    # Every match scores 1: the order is page URL, then position in the page.
+    assert [(c.url, c.ordinal, c.score) for c in selection.candidates] == [(A, 2, 1.0), (A, 4, 1.0), (B, 0, 1.0)]
+
+
+def test_keyword_without_keywords_selects_nothing(store: RunStore) -> None:
+    assert selector(store).select("How is it?", "keyword").candidates == []
+
+
+def test_keyword_scope(store: RunStore) -> None:
+    selection = selector(store).select("widget server", "keyword", urls=[C, B])
+    assert {c.url for c in selection.candidates} == {B, C}
+
+
+# --------------------------------------------------------------------------------------------
+# bm25
+
+
+def test_bm25_ranks_the_matching_section_first(store: RunStore) -> None:
+    selection = selector(store).select("Where do tomatoes grow?", "bm25")
+    assert [heading_of(c) for c in selection.candidates] == ["Gardens"]
+    (top,) = selection.candidates
+    assert top.bm25_score == top.score > 0 and top.keyword_score is None
+    assert "tomato" in top.matched
+
+
+def test_bm25_searches_headings_too(store: RunStore) -> None:
+    selection = selector(store).select("ports", "bm25")
+    assert "Ports" in [heading_of(c) for c in selection.candidates]
+
+
+def test_bm25_is_deterministic_with_stable_ties(store: RunStore) -> None:
+    first = selector(store).select("identical paragraph colours themes", "bm25")
+    second = selector(store).select("identical paragraph colours themes", "bm25")
+    assert first.candidates == second.candidates
+    top_two = first.candidates[:2]
+    # The same section on two pages scores the same; the page URL decides.
+    assert top_two[0].score == top_two[1].score
+    assert [c.url for c in top_two] == [A, B]
+    scores = [c.score for c in first.candidates]
+    assert scores == sorted(scores, reverse=True)
+    # Packing then drops the duplicate instead of sending it twice.
+    packed = pack(first.candidates, top_k=5, token_budget=1000)
+    assert (top_two[1], f"duplicate of {top_two[0].chunk_id}") in packed.dropped
+
+
+def test_bm25_scope_and_empty_query(store: RunStore) -> None:
+    selection = selector(store).select("widget", "bm25", urls=[A])
+    assert selection.candidates and {c.url for c in selection.candidates} == {A}
+    assert selector(store).select("?!", "bm25").candidates == []
+
+
+def test_unknown_method(store: RunStore) -> None:
+    with pytest.raises(WebqaError, match="unknown selection method 'fuzzy'"):
+        selector(store).select("x", "fuzzy")
+
+
+# --------------------------------------------------------------------------------------------
+# embedding and hybrid, with an in-process embedder
+
+
+class WordEmbedder:
+    """Bag of words over a fixed vocabulary; records every call."""
+
+    VOCAB = ("widget", "server", "port", "tomatoes", "colours", "journal", "configure", "library")
+
+    def __init__(self, fail_on: str | None = None) -> None:
+        self.calls: list[list[str]] = []
+        self.fail_on = fail_on
+
+    def embed(self, texts: Sequence[str], *, model: str | None = None) -> list[list[float]]:
+        self.calls.append(list(texts))
+        if self.fail_on is not None and self.fail_on in texts:
+            raise LLMError("Ollama at http://x failed after 2 attempts: HTTP 500")
+        return [[float(word in t.lower()) + 0.01 * i for i, word in enumerate(self.VOCAB)] for t in texts]
+
+
+def test_embedding_selection_embeds_each_chunk_once(store: RunStore) -> None:
+    embedder = WordEmbedder()
+    first = selector(store, embedder=embedder, embedding_model="m").select("tomatoes", "embedding")
+    assert first.method_used == "embedding" and heading_of(first.candidates[0]) == "Gardens"
+    assert first.candidates[0].embedding_score is not None
+    # Every distinct chunk once (the section repeated on two pages is embedded once), then the question.
+    assert [len(call) for call in embedder.calls] == [7, 1]
+    again = selector(store, embedder=embedder, embedding_model="m").select("widget server", "embedding", urls=[C])
+    assert [len(call) for call in embedder.calls] == [7, 1, 1]  # cached in the embeddings table
+    assert {c.url for c in again.candidates} == {C}
+
+
+def test_hybrid_fuses_both_rankings(store: RunStore) -> None:
+    hybrid = selector(store, embedder=WordEmbedder(), embedding_model="m").select("widget server port", "hybrid")
+    assert hybrid.method_used == "hybrid"
+    top = hybrid.candidates[0]
+    assert top.bm25_score is not None and top.embedding_score is not None
+    again = selector(store, embedder=WordEmbedder(), embedding_model="m").select("widget server port", "hybrid")
+    assert again.candidates == hybrid.candidates
+
+
+def test_hybrid_without_embedder_uses_bm25_with_the_reason(store: RunStore) -> None:
+    reason = "embedding model m is not available on http://x; run `ollama pull m`"
+    selection = selector(store, embedding_unavailable=reason).select("tomatoes", "hybrid")
+    assert selection.method_used == "bm25"
+    assert selection.notice == f"hybrid selection unavailable ({reason}); using bm25"
+
+
+def test_failing_question_embedding_falls_back_to_bm25(store: RunStore) -> None:
+    embedder = WordEmbedder(fail_on="tomatoes")
+    selection = selector(store, embedder=embedder, embedding_model="m").select("tomatoes", "embedding")
+    assert selection.method_used == "bm25" and "HTTP 500" in (selection.notice or "")
+    assert heading_of(selection.candidates[0]) == "Gardens"
