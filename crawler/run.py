@@ -46,6 +46,8 @@ class CrawlOptions:
     follow: str = "same_host"
     contact: str | None = None
     obey_robots: bool = True
+    # Hosts whose robots.txt asks for a longer Crawl-delay (seconds) are skipped for the run.
+    max_crawl_delay: float = 30.0
     timeout: float = 30.0
     max_bytes: int = 10 * MB
     recrawl_after: timedelta | None = None
@@ -124,6 +126,9 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
         "DOWNLOAD_DELAY": options.delay,
         "DOWNLOAD_SLOTS": slots,
         "ROBOTSTXT_OBEY": options.obey_robots,
+        "WEBQA_MAX_CRAWL_DELAY": options.max_crawl_delay,
+        # robots.txt answers are reused by the next runs on the same database (for at most a day).
+        "WEBQA_ROBOTS_CACHE": str(db_path.with_name(db_path.name + ".robots.json")),
         "USER_AGENT": user_agent,
         "DOWNLOAD_TIMEOUT": options.timeout,
         "DOWNLOAD_MAXSIZE": options.max_bytes,

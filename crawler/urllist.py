@@ -5,6 +5,7 @@ Pure functions, so the rules (what is a valid URL, what counts as a duplicate) a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,11 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 
 ALLOWED_SCHEMES = ("http", "https")
+DEFAULT_PORTS = {"http": 80, "https": 443}
+# "example.org:8080/docs": urlsplit takes "example.org" for the scheme.
+_HOST_PORT = re.compile(r"^[^:/?#]+:\d+(?:[/?#]|$)")
+# A comment starts at "#" after whitespace; "page#section" is a fragment.
+_COMMENT = re.compile(r"\s#")
 
 
 @dataclass(frozen=True)
@@ -34,8 +40,9 @@ class UrlProblem:
 def normalise_url(raw: str) -> tuple[str | None, str | None]:
     """Return ``(url, None)`` for a fetchable URL, else ``(None, reason)``.
 
-    Normalising only what cannot change the page served (scheme and host case, the fragment, an
-    empty path) keeps "the same page listed twice" detectable without guessing about query order.
+    Normalising only what cannot change the page served (scheme and host case, the default port, the
+    fragment, an empty path) keeps "the same page listed twice" detectable without guessing about
+    query order.
     """
     text = raw.strip()
     if not text:
@@ -48,13 +55,15 @@ def normalise_url(raw: str) -> tuple[str | None, str | None]:
     except ValueError as exc:
         return None, f"not a valid URL ({exc})"
     scheme = parts.scheme.lower()
-    if not scheme:
+    if not scheme or (scheme not in ALLOWED_SCHEMES and _HOST_PORT.match(text)):
         return None, "no scheme; write it as https://…"
     if scheme not in ALLOWED_SCHEMES:
         return None, f"unsupported scheme '{scheme}'; only http and https are fetched"
     host = (parts.hostname or "").lower()
     if not host:
         return None, "no host"
+    if port == DEFAULT_PORTS[scheme]:
+        port = None
     netloc = host if port is None else f"{host}:{port}"
     if ":" in host:  # IPv6 literal
         netloc = f"[{host}]" if port is None else f"[{host}]:{port}"
@@ -92,7 +101,7 @@ def read_url_file(path: str | Path) -> list[tuple[str, str]]:
         return _yaml_entries(path, text)
     entries = []
     for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.split(" #", 1)[0].strip() if not line.lstrip().startswith("#") else ""
+        stripped = _COMMENT.split(line, 1)[0].strip() if not line.lstrip().startswith("#") else ""
         if stripped:
             entries.append((f"{path}:{number}", stripped))
     return entries

@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 
 
 class ExtractionPipeline:
+    # How long past its own deadline a worker may take before it counts as hung (C code that does
+    # not return to Python, where SIGALRM cannot reach it).
+    backstop_seconds = 30.0
+
     def __init__(self, crawler: Crawler, workers: int, max_seconds: float, max_tokens: int, overlap_tokens: int) -> None:
         self.crawler = crawler
         self.workers = workers
@@ -45,8 +49,28 @@ class ExtractionPipeline:
         )
 
     def open_spider(self) -> None:
+        self.pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
         # forkserver: forking the crawling process itself would copy the reactor and its threads.
-        self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("forkserver"))
+        return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("forkserver"))
+
+    def _replace_pool(self, broken: ProcessPoolExecutor, *, kill: bool = False) -> None:
+        """A worker died (a crash in C code, the OOM killer) or hangs: a broken pool refuses all
+        further work, so every later page would fail. The first to notice starts a new pool.
+
+        A hung worker is killed (``kill``): it would never take work again, and shutting its pool
+        down waits for it, so the crawl would hang at exit. Pages still in that pool fail with
+        BrokenProcessPool and are cleaned again in the new one.
+        """
+        if self.pool is not broken:
+            return
+        self.pool = self._new_pool()
+        if kill:
+            # ProcessPoolExecutor has no public way to stop a running task before Python 3.14.
+            for process in list(getattr(broken, "_processes", {}).values()):
+                process.kill()
+        broken.shutdown(wait=False)
 
     def close_spider(self) -> None:
         if self.pool is not None:
@@ -55,21 +79,31 @@ class ExtractionPipeline:
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, FetchedPage):
             return item
-        assert self.pool is not None
         work = partial(
             process_page, item.html, item.url,
             max_seconds=self.max_seconds, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens,
         )
         loop = asyncio.get_running_loop()
-        try:
-            # The worker bounds itself with SIGALRM; the outer wait is a backstop for C code that
-            # does not return to Python in time.
-            result: PageResult = await asyncio.wait_for(
-                loop.run_in_executor(self.pool, work), timeout=self.max_seconds + 30
-            )
-        except (asyncio.TimeoutError, BrokenProcessPool) as exc:
-            reason = "extraction did not finish" if isinstance(exc, asyncio.TimeoutError) else "extraction worker died"
-            return self._failed(item, reason)
+        for attempt in (1, 2):
+            pool = self.pool
+            assert pool is not None
+            try:
+                # The worker bounds itself with SIGALRM; the outer wait is a backstop for C code that
+                # does not return to Python in time.
+                result: PageResult = await asyncio.wait_for(
+                    loop.run_in_executor(pool, work), timeout=self.max_seconds + self.backstop_seconds
+                )
+                break
+            except asyncio.TimeoutError:
+                self._replace_pool(pool, kill=True)  # the stuck worker would hold its slot for good
+                return self._failed(item, "extraction did not finish")
+            except BrokenProcessPool:
+                self._replace_pool(pool)
+                # Every page in the pool when a worker died fails with it; the one that killed it
+                # will kill the next pool too, the others deserve a second chance.
+                if attempt == 2:
+                    return self._failed(item, "extraction worker died")
+                log.warning("An extraction worker died; cleaning %s again in a new pool", item.url)
         if result.error or result.clean is None:
             return self._failed(item, result.error or "extraction produced nothing")
         clean = result.clean

@@ -58,10 +58,11 @@ class PageRecord:
 
 @dataclass(frozen=True)
 class Validators:
-    """What a conditional request needs, and when the page was last fetched (for freshness)."""
+    """What a conditional request needs, and when the page was last known current (for freshness)."""
 
     etag: str | None
     last_modified: str | None
+    # When the server last gave us the page or confirmed it with a 304 (``pages.checked_at``).
     fetched_at: datetime | None
 
 
@@ -162,6 +163,9 @@ class Store:
     def rebuild_fts(self) -> None:
         """Rebuild the BM25 index; DuckDB's fts index is a snapshot and does not follow inserts."""
         self.load_fts()
+        self.conn.execute(schema.CREATE_FTS_STOPWORDS)
+        self.conn.execute("DELETE FROM fts_stopwords")
+        self.conn.executemany("INSERT INTO fts_stopwords VALUES (?)", [[w] for w in schema.FTS_STOPWORDS])
         self.conn.execute(schema.REBUILD_FTS)
         self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('fts_built_at', ?)", [utcnow().isoformat()])
 
@@ -215,8 +219,13 @@ class Store:
     # -- pages ---------------------------------------------------------------------------------
 
     def validators(self) -> dict[str, Validators]:
-        """Stored ETag/Last-Modified and fetch time per URL, for conditional and fresh-enough checks."""
-        rows = self.conn.execute("SELECT url, etag, last_modified, fetched_at FROM pages").fetchall()
+        """Stored ETag/Last-Modified and last check per URL, for conditional and fresh-enough checks.
+
+        A page confirmed by a 304 an hour ago is an hour old, whenever its body was downloaded.
+        """
+        rows = self.conn.execute(
+            "SELECT url, etag, last_modified, coalesce(checked_at, fetched_at) FROM pages"
+        ).fetchall()
         return {url: Validators(etag, last_modified, fetched_at) for url, etag, last_modified, fetched_at in rows}
 
     def page_hash(self, url: str) -> str | None:
@@ -262,16 +271,20 @@ class Store:
                         for c in chunks
                     ],
                 )
-            self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('chunks_changed_at', ?)", [now.isoformat()])
+            # Wall-clock time of the write, not the page's fetch time: compared with fts_built_at, and
+            # a page fetched before the last index build but written after it is not in the index.
+            self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('chunks_changed_at', ?)", [utcnow().isoformat()])
         return "changed" if previous is not None else "new"
 
     def mark_checked(self, url: str, status: int, etag: str | None = None, last_modified: str | None = None) -> None:
-        """A 304: the stored page stays, and we record that it was confirmed current."""
-        now = utcnow()
+        """A 304: the stored page stays, and we record that it was confirmed current.
+
+        ``fetched_at`` stays: it is when the stored body was downloaded (see the schema).
+        """
         self.conn.execute(
-            "UPDATE pages SET checked_at = ?, fetched_at = ?, etag = coalesce(?, etag), "
+            "UPDATE pages SET checked_at = ?, etag = coalesce(?, etag), "
             "last_modified = coalesce(?, last_modified) WHERE url = ?",
-            [now, now, etag, last_modified, url],
+            [utcnow(), etag, last_modified, url],
         )
 
     def log_fetch(self, crawl_run_id: int | None, url: str, outcome: str, reason: str, status: int | None = None) -> None:
@@ -353,15 +366,28 @@ class RunStore(Store):
                 )
         return answer_id
 
-    def set_final(self, answer_id: int) -> None:
+    def set_final(self, answer_id: int, attempt_ids: Sequence[int] = ()) -> None:
+        """Make ``answer_id`` the final attempt of its question.
+
+        In a run, every other attempt of the question in that run is demoted. Answers of `webqa ask`
+        have no run: only the given ``attempt_ids`` (the attempts of that one ask) are demoted, never
+        the answers of earlier asks.
+        """
         with self.transaction():
             row = self.conn.execute("SELECT run_id, question_id FROM answers WHERE answer_id = ?", [answer_id]).fetchone()
             if row is None:
                 raise StoreError(f"no answer {answer_id}")
-            self.conn.execute(
-                "UPDATE answers SET final = (answer_id = ?) WHERE run_id IS NOT DISTINCT FROM ? AND question_id = ?",
-                [answer_id, row[0], row[1]],
-            )
+            if row[0] is not None:
+                self.conn.execute(
+                    "UPDATE answers SET final = (answer_id = ?) WHERE run_id = ? AND question_id = ?",
+                    [answer_id, row[0], row[1]],
+                )
+            else:
+                ids = sorted({answer_id, *attempt_ids})
+                self.conn.execute(
+                    "UPDATE answers SET final = (answer_id = ?) WHERE run_id IS NULL AND list_contains(?, answer_id)",
+                    [answer_id, ids],
+                )
 
     def query_dicts(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
         cursor = self.conn.execute(sql, params)

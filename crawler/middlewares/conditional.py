@@ -32,8 +32,14 @@ class ConditionalGetMiddleware:
         return cls(validators, crawler)
 
     def process_request(self, request: Request, spider: Spider | None = None) -> Any:
-        # Only the first hop: a redirect target has validators of its own URL, if any.
         if request.meta.get("redirect_times"):
+            # Only the first hop is conditional, and RedirectMiddleware copies every header to the
+            # next hop, ours included. The listed URL's validators say nothing about wherever it
+            # redirects today: a target with only a Last-Modified older than ours would answer 304,
+            # and the page would keep the old target's text. An unchanged body costs a download
+            # and is then recognised by its hash.
+            for name in (b"If-None-Match", b"If-Modified-Since"):
+                request.headers.pop(name, None)
             return None
         key = request.cb_kwargs.get("listed_url", request.url)
         etag, last_modified = self.validators.get(key, (None, None))

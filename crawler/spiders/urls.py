@@ -9,11 +9,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Iterable
 from datetime import datetime, timezone
 from typing import Any
 
 import scrapy
+from scrapy import signals
+from scrapy.crawler import Crawler
 from scrapy.exceptions import (
     CannotResolveHostError,
     DownloadCancelledError,
@@ -78,6 +81,30 @@ class UrlsSpider(scrapy.Spider):
         self.link_extractor = LinkExtractor(allow=_split_arg(allow), deny=_split_arg(deny), unique=True)
         self.scheduled = 0
         self.seen: set[str] = set()
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> UrlsSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        crawler.signals.connect(spider._response_started, signal=signals.headers_received)
+        return spider
+
+    def _response_started(self, request: scrapy.Request, **_: Any) -> None:
+        """Count the delay to a host's next request from its answer to this one, not from our send.
+
+        Scrapy times DOWNLOAD_DELAY from when a request leaves its queue; connecting and a busy
+        reactor can hold it back tens of ms before it is on the wire, and the next request, timed
+        from the earlier moment, then reaches the server less than the delay after it. The server
+        has seen a request before it answers, so a delay counted from the response headers is a
+        delay the server observes (robots.txt requests included).
+        """
+        engine = self.crawler.engine if self.crawler is not None else None
+        if engine is None:
+            return
+        downloader = engine.downloader
+        slot = downloader.slots.get(downloader.get_slot_key(request))
+        if slot is not None and slot.delay:
+            # The downloader's clock: Slot.lastseen is time.monotonic() in Scrapy 2.13+.
+            slot.lastseen = max(slot.lastseen, time.monotonic())
 
     async def start(self) -> AsyncIterator[Any]:
         for problem in self.problems:
@@ -166,7 +193,7 @@ class UrlsSpider(scrapy.Spider):
     def on_error(self, failure: Failure) -> Iterable[FetchOutcome]:
         request = failure.request  # type: ignore[attr-defined]
         url = request.cb_kwargs.get("listed_url", request.url)
-        outcome, reason = describe_failure(failure)
+        outcome, reason = describe_failure(failure, self.settings.getint("REDIRECT_MAX_TIMES"))
         self._count(f"{outcome}/{reason.split(':')[0].split(' (')[0].replace(' ', '_')}")
         log.info("%s %s: %s", outcome.capitalize(), url, reason)
         yield FetchOutcome(url, outcome, reason)
@@ -176,13 +203,18 @@ class UrlsSpider(scrapy.Spider):
             self.crawler.stats.inc_value(f"webqa/{key}")
 
 
-def describe_failure(failure: Failure) -> tuple[str, str]:
+def describe_failure(failure: Failure, max_redirects: int | None = None) -> tuple[str, str]:
     """Map a download failure to ``(outcome, reason)`` in words a user can act on."""
     exc = failure.value
     if isinstance(exc, IgnoreRequest):
         text = str(exc) or "ignored"
-        if "robots.txt" in text.lower():
+        if text == "max redirections reached":  # RedirectMiddleware: a loop or a trap, not a choice of ours
+            limit = f" (more than {max_redirects})" if max_redirects else ""
+            return "failed", f"too many redirects{limit}"
+        if text == "Forbidden by robots.txt":  # Scrapy's stock RobotsTxtMiddleware
             return "skipped", "disallowed by robots.txt"
+        # Anything else ignored on purpose (robots.txt rules, an unreachable robots.txt, a Crawl-delay
+        # over the limit) says why in its own words; keep them.
         return "skipped", text
     if isinstance(exc, (CannotResolveHostError, twisted_errors.DNSLookupError)):
         return "failed", "DNS lookup failed"

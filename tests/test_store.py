@@ -1,0 +1,325 @@
+"""The crawl side of the DuckDB store, without a crawl: pages, chunks, the fetch log, the BM25 index, locks."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from jobs.errors import DatabaseLockedError, ExitCode, StoreError
+from pipelines import schema
+from pipelines.chunk import HEADING_SEPARATOR, Chunk
+from pipelines.store import PageRecord, Store, embed_key, utcnow
+
+URL = "https://docs.example.org/json.html"
+OTHER = "https://docs.example.org/csv.html"
+T0 = datetime(2024, 1, 1, 12, 0, 0)
+
+
+def chunk(url: str, ordinal: int, path: tuple[str, ...], text: str) -> Chunk:
+    key = "\x1f".join([url, "\x1e".join(path), text])
+    return Chunk(
+        chunk_id=hashlib.sha256(key.encode()).hexdigest()[:16],
+        ordinal=ordinal,
+        heading_path=path,
+        text=text,
+        token_estimate=len(text.split()),
+        content_hash=hashlib.sha256(text.encode()).hexdigest(),
+    )
+
+
+def record(url: str = URL, body: str = "<html>v1</html>", at: datetime = T0, **changes: object) -> PageRecord:
+    base = PageRecord(
+        url=url, final_url=url, status=200, fetched_at=at, content_type="text/html; charset=utf-8",
+        etag='"v1"', last_modified="Mon, 01 Jan 2024 00:00:00 GMT",
+        content_hash=hashlib.sha256(body.encode()).hexdigest(), title="json — JSON encoder", lang="en",
+        extractor="main", html_bytes=len(body.encode()), text_bytes=11, text="JSON intro.", html=body, depth=0,
+        extract_seconds=0.05,
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+JSON_CHUNKS = [
+    chunk(URL, 0, ("json",), "JSON is a lightweight data interchange format."),
+    chunk(URL, 1, ("json", "Basic Usage"), "Serialize obj to a JSON formatted str with dumps."),
+    chunk(URL, 2, ("json", "Encoders"), "Extensible encoder for Python data structures."),
+]
+CSV_CHUNKS = [chunk(OTHER, 0, ("csv",), "The csv module reads and writes tabular data in comma separated files.")]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store.open(tmp_path / "webqa.duckdb") as opened:
+        yield opened
+
+
+def page_row(store: Store, url: str = URL) -> dict[str, object]:
+    cursor = store.conn.execute("SELECT * FROM pages WHERE url = ?", [url])
+    names = [d[0] for d in cursor.description]
+    row = cursor.fetchone()
+    assert row is not None, f"{url} not stored"
+    return dict(zip(names, row))
+
+
+def chunk_rows(store: Store, url: str = URL) -> list[tuple[str, int, str, str]]:
+    return store.chunks_for(url)
+
+
+def meta(store: Store, key: str) -> str | None:
+    row = store.conn.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+    return row[0] if row else None
+
+
+# -- schema ----------------------------------------------------------------------------------------
+
+
+def test_open_creates_schema_once(tmp_path: Path) -> None:
+    path = tmp_path / "webqa.duckdb"
+    with Store.open(path) as first:
+        first.save_page(record(), JSON_CHUNKS, None)
+    with Store.open(path) as second:  # migrating again keeps the data
+        assert meta(second, "schema_version") == str(schema.SCHEMA_VERSION)
+        assert second.count_chunks() == 3
+    with Store.open(path, read_only=True) as reader:
+        assert reader.page_hash(URL) == record().content_hash
+
+
+# -- save_page -------------------------------------------------------------------------------------
+
+
+def test_new_page_stores_row_html_and_chunks(store: Store) -> None:
+    assert store.save_page(record(), JSON_CHUNKS, 7) == "new"
+
+    row = page_row(store)
+    assert row["final_url"] == URL and row["status"] == 200
+    assert (row["title"], row["lang"], row["extractor"], row["text"]) == ("json — JSON encoder", "en", "main", "JSON intro.")
+    assert (row["fetched_at"], row["checked_at"], row["changed_at"], row["crawl_run_id"]) == (T0, T0, T0, 7)
+    assert (row["etag"], row["html_bytes"]) == ('"v1"', len(b"<html>v1</html>"))
+    assert store.conn.execute("SELECT html FROM page_html WHERE url = ?", [URL]).fetchone() == ("<html>v1</html>",)
+    assert chunk_rows(store) == [
+        (c.chunk_id, c.ordinal, HEADING_SEPARATOR.join(c.heading_path), c.text) for c in JSON_CHUNKS
+    ]
+    stored_keys = store.conn.execute("SELECT embed_key FROM chunks WHERE url = ? ORDER BY ordinal", [URL]).fetchall()
+    assert [k for (k,) in stored_keys] == [embed_key(c.heading, c.text) for c in JSON_CHUNKS]
+    assert meta(store, "chunks_changed_at") is not None
+
+
+def test_unchanged_body_only_refreshes_bookkeeping(store: Store) -> None:
+    store.save_page(record(), JSON_CHUNKS, 1)
+    changed_marker = meta(store, "chunks_changed_at")
+    later = T0 + timedelta(days=1)
+    # Same body (same hash): new validators and fetch time are recorded, nothing else is written,
+    # not even chunks a newer chunker would cut differently.
+    again = record(at=later, etag='"v1-gzip"', title="ignored", text="ignored")
+    assert store.save_page(again, JSON_CHUNKS[:1], 2) == "unchanged"
+
+    row = page_row(store)
+    assert (row["fetched_at"], row["checked_at"], row["etag"]) == (later, later, '"v1-gzip"')
+    assert (row["changed_at"], row["crawl_run_id"], row["title"], row["text"]) == (T0, 1, "json — JSON encoder", "JSON intro.")
+    assert [r[0] for r in chunk_rows(store)] == [c.chunk_id for c in JSON_CHUNKS]
+    assert meta(store, "chunks_changed_at") == changed_marker
+
+
+def test_changed_body_replaces_the_page_chunks_only(store: Store) -> None:
+    store.save_page(record(), JSON_CHUNKS, 1)
+    store.save_page(record(OTHER, "<html>csv</html>"), CSV_CHUNKS, 1)
+    later = T0 + timedelta(days=2)
+    # The intro is unchanged (same chunk id: deleted and inserted again in one transaction),
+    # "Basic Usage" is rewritten and "Encoders" is gone.
+    new_chunks = [
+        JSON_CHUNKS[0],
+        chunk(URL, 1, ("json", "Basic Usage"), "Serialize obj to a JSON formatted str; see also dump."),
+    ]
+    changed = record(body="<html>v2</html>", at=later, etag='"v2"', text="JSON intro, v2.")
+    assert store.save_page(changed, new_chunks, 3) == "changed"
+
+    row = page_row(store)
+    assert (row["changed_at"], row["fetched_at"], row["crawl_run_id"], row["text"]) == (later, later, 3, "JSON intro, v2.")
+    assert store.conn.execute("SELECT html FROM page_html WHERE url = ?", [URL]).fetchone() == ("<html>v2</html>",)
+    assert [r[0] for r in chunk_rows(store)] == [c.chunk_id for c in new_chunks]
+    assert store.conn.execute("SELECT count(*) FROM chunks WHERE chunk_id = ?", [JSON_CHUNKS[2].chunk_id]).fetchone() == (0,)
+    assert [r[0] for r in chunk_rows(store, OTHER)] == [CSV_CHUNKS[0].chunk_id]
+    assert page_row(store, OTHER)["crawl_run_id"] == 1
+
+
+def test_changed_page_without_chunks_drops_old_chunks(store: Store) -> None:
+    store.save_page(record(), JSON_CHUNKS, 1)
+    assert store.save_page(record(body="<html></html>", extractor="empty", text=""), [], 2) == "changed"
+    assert chunk_rows(store) == []
+
+
+def test_failed_chunk_write_leaves_the_previous_page_whole(store: Store) -> None:
+    store.save_page(record(), JSON_CHUNKS, 1)
+    marker = meta(store, "chunks_changed_at")
+    broken = [JSON_CHUNKS[0], dataclasses.replace(JSON_CHUNKS[1], text=None)]  # violates NOT NULL mid-write
+    with pytest.raises(duckdb.Error):
+        store.save_page(record(body="<html>v2</html>", text="half written"), broken, 2)
+
+    row = page_row(store)
+    assert (row["text"], row["crawl_run_id"], row["content_hash"]) == ("JSON intro.", 1, record().content_hash)
+    assert [r[0] for r in chunk_rows(store)] == [c.chunk_id for c in JSON_CHUNKS]
+    assert store.conn.execute("SELECT html FROM page_html WHERE url = ?", [URL]).fetchone() == ("<html>v1</html>",)
+    assert meta(store, "chunks_changed_at") == marker
+    # The connection is usable afterwards: the transaction was rolled back, not left open.
+    assert store.save_page(record(body="<html>v3</html>"), JSON_CHUNKS[:1], 3) == "changed"
+
+
+# -- 304s, validators, fetch log, crawl runs -------------------------------------------------------
+
+
+def test_mark_checked_keeps_content_and_download_time(store: Store) -> None:
+    store.save_page(record(), JSON_CHUNKS, 1)
+    before = utcnow()
+    store.mark_checked(URL, 304, etag='"v1-new"')
+
+    row = page_row(store)
+    assert isinstance(row["checked_at"], datetime) and row["checked_at"] >= before
+    assert (row["fetched_at"], row["changed_at"], row["crawl_run_id"]) == (T0, T0, 1)
+    assert (row["etag"], row["last_modified"]) == ('"v1-new"', "Mon, 01 Jan 2024 00:00:00 GMT")  # None keeps the old
+    assert len(chunk_rows(store)) == 3
+
+    store.mark_checked("https://docs.example.org/never-stored.html", 304)
+    assert store.conn.execute("SELECT count(*) FROM pages").fetchone() == (1,)
+
+
+def test_validators_give_conditional_headers_and_last_check(store: Store) -> None:
+    store.save_page(record(), JSON_CHUNKS, 1)
+    store.save_page(record(OTHER, "<html>csv</html>", etag=None, last_modified=None), CSV_CHUNKS, 1)
+    store.mark_checked(URL, 304)
+
+    found = store.validators()
+    assert set(found) == {URL, OTHER}
+    assert (found[URL].etag, found[URL].last_modified) == ('"v1"', "Mon, 01 Jan 2024 00:00:00 GMT")
+    # Freshness counts from the last time the server confirmed the page, 304 included.
+    assert found[URL].fetched_at == page_row(store)["checked_at"] != T0
+    assert (found[OTHER].etag, found[OTHER].last_modified, found[OTHER].fetched_at) == (None, None, T0)
+
+
+def test_fetch_log_and_crawl_runs(store: Store) -> None:
+    run = store.begin_crawl("nightly", urls_requested=4)
+    assert store.begin_crawl() == run + 1
+    store.log_fetch(run, "https://docs.example.org/missing", "failed", "HTTP 404", 404)
+    store.log_fetch(run, "ftp://x", "skipped", "urls.txt:3: unsupported scheme 'ftp'")
+    store.finish_crawl(run, "done", {"fetched": 2, "new": 1, "unchanged": 1, "failed": 1, "skipped": 1,
+                                     "chunks": 3, "html_bytes": 1000, "not_a_column": 9})
+
+    assert store.conn.execute(
+        "SELECT crawl_run_id, url, status, outcome, reason FROM fetch_log ORDER BY fetch_log_id"
+    ).fetchall() == [
+        (run, "https://docs.example.org/missing", 404, "failed", "HTTP 404"),
+        (run, "ftp://x", None, "skipped", "urls.txt:3: unsupported scheme 'ftp'"),
+    ]
+    info = store.crawl_run(run)
+    assert (info["status"], info["job_name"], info["urls_requested"]) == ("done", "nightly", 4)
+    assert (info["fetched"], info["new"], info["unchanged"], info["failed"], info["skipped"], info["chunks"]) == (2, 1, 1, 1, 1, 3)
+    assert info["finished_at"] is not None and info["finished_at"] >= info["started_at"]
+    assert store.crawl_run(run + 1)["status"] == "running"
+    with pytest.raises(StoreError):
+        store.crawl_run(run + 99)
+
+
+# -- full-text index -------------------------------------------------------------------------------
+
+
+def bm25(store: Store, query: str) -> list[str]:
+    store.load_fts()
+    rows = store.conn.execute(
+        "SELECT chunk_id FROM (SELECT chunk_id, fts_main_chunks.match_bm25(chunk_id, ?) AS score FROM chunks) "
+        "WHERE score IS NOT NULL ORDER BY score DESC",
+        [query],
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_fts_rebuild_and_bm25_query(store: Store) -> None:
+    assert not store.fts_is_stale()  # nothing stored, nothing to index
+    store.save_page(record(), JSON_CHUNKS, 1)
+    store.save_page(record(OTHER, "<html>csv</html>"), CSV_CHUNKS, 1)
+    assert store.fts_is_stale()
+
+    store.rebuild_fts()
+
+    assert not store.fts_is_stale()
+    hits = bm25(store, "json")
+    # "Encoders" says nothing of JSON in its text: its heading path "json › Encoders" is indexed too.
+    assert set(hits) == {c.chunk_id for c in JSON_CHUNKS}
+    assert hits[0] in {JSON_CHUNKS[0].chunk_id, JSON_CHUNKS[1].chunk_id}
+    assert bm25(store, "tabular") == [CSV_CHUNKS[0].chunk_id]
+    assert bm25(store, "serializing") == [JSON_CHUNKS[1].chunk_id]  # stemmed
+    store.load_fts()
+    hits_sql = store.conn.execute(
+        "SELECT chunk_id FROM chunks WHERE fts_main_chunks.match_bm25(chunk_id, 'json') IS NOT NULL"
+    ).fetchall()
+    assert len(hits_sql) == 3
+
+
+def test_fts_goes_stale_when_chunks_change_after_a_build(store: Store) -> None:
+    store.save_page(record(), JSON_CHUNKS, 1)
+    store.rebuild_fts()
+    # An unchanged page writes no chunk: the index stays current.
+    store.save_page(record(at=T0 + timedelta(days=1)), JSON_CHUNKS, 2)
+    assert not store.fts_is_stale()
+    # A changed page is written after the build, even though its fetch time is older than the build
+    # (pages can wait in the extraction pool): the index is stale.
+    store.save_page(record(body="<html>v2</html>", at=T0), JSON_CHUNKS[:1], 3)
+    assert store.fts_is_stale()
+    store.rebuild_fts()
+    assert not store.fts_is_stale()
+    assert bm25(store, "encoder") == []  # the index follows the rewrite
+
+
+def test_fts_stale_for_chunks_from_before_the_marker_existed(store: Store) -> None:
+    store.save_page(record(), JSON_CHUNKS, 1)
+    store.conn.execute("DELETE FROM meta WHERE key = 'chunks_changed_at'")
+    assert store.fts_is_stale()
+    store.rebuild_fts()
+    assert not store.fts_is_stale()
+
+
+# -- opening errors --------------------------------------------------------------------------------
+
+_HOLD = """
+import sys, time, duckdb
+conn = duckdb.connect(sys.argv[1])
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_database_held_by_another_process_is_one_line_error(tmp_path: Path) -> None:
+    path = tmp_path / "held.duckdb"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        for read_only in (False, True):
+            with pytest.raises(DatabaseLockedError) as err:
+                Store.open(path, read_only=read_only)
+            message = str(err.value)
+            assert message.startswith(f"{path} is in use by another process (")
+            assert f", PID {holder.pid}); wait for it to finish or use another --db" in message
+            assert "\n" not in message
+            assert err.value.exit_code == ExitCode.LOCKED == 4
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+    with Store.open(path) as store:  # free again once the holder is gone
+        assert store.count_chunks() == 0
+
+
+def test_open_errors_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no such database; run `webqa crawl` first"):
+        Store.open(tmp_path / "missing.duckdb", read_only=True)
+    with pytest.raises(StoreError, match="does not exist"):
+        Store.open(tmp_path / "no-folder" / "webqa.duckdb")
+    garbage = tmp_path / "notes.duckdb"
+    garbage.write_bytes(b"this is not a database\n" * 1000)
+    with pytest.raises(StoreError) as err:
+        Store.open(garbage)
+    assert str(err.value).startswith(f"{garbage}: ") and "\n" not in str(err.value).strip()
