@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -400,11 +399,11 @@ def _billion_laughs() -> str:
     return "\n".join(lines) + "\n"
 
 
+# Expanding the bomb would take minutes and gigabytes; the timeout turns a hang into a failure
+# without making the test depend on the machine's speed.
+@pytest.mark.timeout(20)
 def test_billion_laughs_is_rejected_quickly() -> None:
-    started = time.perf_counter()
     message = error_of(_billion_laughs())
-    elapsed = time.perf_counter() - started
-    assert elapsed < 0.5, f"alias bomb took {elapsed:.2f}s"
     # Named at the first line where aliases blow the budget (level e, line 5), not at the anchor.
     assert message == (
         f"job.yaml:5: e[0]: YAML aliases expand to more than {MAX_ALIAS_NODES} values; "
@@ -412,15 +411,14 @@ def test_billion_laughs_is_rejected_quickly() -> None:
     )
 
 
+@pytest.mark.timeout(20)
 def test_merge_key_bomb_is_rejected_quickly() -> None:
     lines = ["a: &a {k0: 1, k1: 1, k2: 1, k3: 1, k4: 1, k5: 1, k6: 1, k7: 1, k8: 1}"]
     previous = "a"
     for name in "bcdefghijklmnopqrstuvwxyz":
         lines.append(f"{name}: &{name} {{<<: [" + ", ".join([f"*{previous}"] * 4) + "]}")
         previous = name
-    started = time.perf_counter()
     message = error_of("\n".join(lines) + "\n")
-    assert time.perf_counter() - started < 0.5
     assert "YAML aliases expand to more than" in message
 
 
@@ -430,10 +428,9 @@ def test_recursive_alias() -> None:
     )
 
 
+@pytest.mark.timeout(20)
 def test_deep_nesting() -> None:
-    started = time.perf_counter()
     assert error_of("[" * 100_000) == "job.yaml: YAML nested too deeply; a job file is much flatter"
-    assert time.perf_counter() - started < 2
     assert error_of("a: " + "[" * 70 + "]" * 70 + "\n").endswith("nested more than 64 levels deep; a job file is much flatter")
 
 

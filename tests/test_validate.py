@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 
@@ -104,6 +103,8 @@ def test_min_similarity_is_honoured() -> None:
     assert find_quote("It needs Pyhton 3.11 or newr", INSTALL, min_similarity=0.99)[0] is None
 
 
+# A quadratic scan takes minutes here; the timeout catches that without timing the machine.
+@pytest.mark.timeout(30)
 def test_fuzzy_matching_is_bounded_on_large_repetitive_text() -> None:
     rng = random.Random(7)
     vocab = "the crawler fetches pages and stores sections with heading paths while ranking chunks".split()
@@ -111,12 +112,9 @@ def test_fuzzy_matching_is_bounded_on_large_repetitive_text() -> None:
     words = text.split()
     present = " ".join(words[2000:2030]).replace("e", "a", 2)
     absent = " ".join(rng.choice(vocab) for _ in range(30))
-    start = time.perf_counter()
     matched, similarity = find_quote(present, text)
-    find_quote(absent, text)
-    elapsed = time.perf_counter() - start
+    assert find_quote(absent, text)[0] is None
     assert matched is not None and similarity >= 0.9
-    assert elapsed < 2.0, elapsed  # typically ~0.1 s; quadratic scans take minutes here
 
 
 # ----------------------------------------------------------------------------- validate_answer
