@@ -48,6 +48,9 @@ class CrawlOptions:
     obey_robots: bool = True
     # Hosts whose robots.txt asks for a longer Crawl-delay (seconds) are skipped for the run.
     max_crawl_delay: float = 30.0
+    # SSRF guard off: allow loopback/private/link-local addresses (intranet crawls). The environment
+    # variable WEBQA_ALLOW_PRIVATE_NETWORKS=1 does the same (see `allows_private_networks`).
+    allow_private_networks: bool = False
     timeout: float = 30.0
     max_bytes: int = 10 * MB
     recrawl_after: timedelta | None = None
@@ -103,6 +106,21 @@ def gather_urls(options: CrawlOptions) -> tuple[list[ListedUrl], list[UrlProblem
     return collect_urls(entries)
 
 
+def allows_private_networks(options: CrawlOptions) -> bool:
+    """Whether the SSRF guard is off: the option (job key, CLI flag) or the operator's environment.
+
+    Raises ConfigError for an environment value that is neither on nor off, rather than guess.
+    """
+    from crawler.middlewares.ssrf import env_allows_private_networks
+
+    if options.allow_private_networks:
+        return True
+    try:
+        return env_allows_private_networks()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, tuple[str | None, str | None]]) -> dict[str, Any]:
     """The per-run settings layered over ``crawler.settings``."""
     from crawler import settings as defaults
@@ -133,6 +151,7 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
         "DOWNLOAD_TIMEOUT": options.timeout,
         "DOWNLOAD_MAXSIZE": options.max_bytes,
         "DOWNLOAD_WARNSIZE": min(defaults.DOWNLOAD_WARNSIZE, options.max_bytes),
+        "WEBQA_ALLOW_PRIVATE_NETWORKS": allows_private_networks(options),
         "LOG_LEVEL": "DEBUG" if options.verbose else "ERROR",
         # The CLI installs its own handler with the level the user asked for.
         "LOG_INSTALL_ROOT_HANDLER": False,
@@ -153,6 +172,7 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
 
     started = time.monotonic()
     db_path = Path(db_path)
+    allows_private_networks(options)  # a bad WEBQA_ALLOW_PRIVATE_NETWORKS is one line, before anything runs
     listed, problems = gather_urls(options)
 
     # Opening the store here also turns "database in use" into one line before Scrapy starts.

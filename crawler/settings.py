@@ -4,6 +4,8 @@ Every value that differs from Scrapy's default says why. Per-run values (databas
 overrides, validators) are layered on top by ``crawler.run.crawl_settings``.
 """
 
+import os as _os
+
 BOT_NAME = "webqa"
 SPIDER_MODULES = ["crawler.spiders"]
 NEWSPIDER_MODULE = "crawler.spiders"
@@ -31,11 +33,27 @@ DOWNLOAD_MAXSIZE = 10 * 1024 * 1024
 DOWNLOAD_WARNSIZE = 5 * 1024 * 1024
 # Retries are few: a page that fails three times is recorded as failed, the next run tries again.
 RETRY_TIMES = 2
+# A 429/503 with Retry-After is retried after that long (the host waits too), unless it asks for more
+# than this many seconds: then the URL is recorded as failed at once; a cron job does not wait an hour.
+WEBQA_MAX_RETRY_AFTER = 60
 
 # Only http and https are ever fetched; local files, data: URLs, FTP and S3 are not a web page.
 DOWNLOAD_HANDLERS = {"file": None, "data": None, "ftp": None, "s3": None}
 
+# SSRF guard (crawler/middlewares/ssrf.py, SECURITY.md): no connection to loopback, private, link-local
+# or other non-public addresses. The resolver checks the very address Twisted connects to, so a DNS
+# answer that changes between check and connect cannot slip through.
+TWISTED_DNS_RESOLVER = "crawler.middlewares.ssrf.GuardedResolver"
+# Off only on purpose: the job's crawl.allow_private_networks, `--allow-private-networks`, or
+# WEBQA_ALLOW_PRIVATE_NETWORKS=1 in the environment (read here for `scrapy crawl`; `crawler.run`
+# reads it too and rejects values it does not understand). An unreadable value keeps the guard on.
+WEBQA_ALLOW_PRIVATE_NETWORKS = (
+    _os.environ.get("WEBQA_ALLOW_PRIVATE_NETWORKS", "").strip().lower() in {"1", "true", "yes", "on"}
+)
+
 DOWNLOADER_MIDDLEWARES = {
+    # Before everything else, robots.txt included: a blocked address costs no request at all.
+    "crawler.middlewares.ssrf.SsrfGuardMiddleware": 60,
     # Scrapy's own lets requests queued during the robots.txt download through unchecked (all but the
     # first waiter get "allow all"), reads 5xx as allow-all and ignores Crawl-delay.
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
@@ -45,6 +63,10 @@ DOWNLOADER_MIDDLEWARES = {
     # After RobotsTxtMiddleware (100) so disallowed requests are never made conditional, before
     # HttpCompressionMiddleware (590) so our headers go out on the wire.
     "crawler.middlewares.conditional.ConditionalGetMiddleware": 560,
+    # Scrapy's retries ignore Retry-After; ours wait for it on 429/503 (bounded by
+    # WEBQA_MAX_RETRY_AFTER), at the stock one's place.
+    "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    "crawler.middlewares.retry_after.RetryAfterMiddleware": 550,
 }
 
 ITEM_PIPELINES = {

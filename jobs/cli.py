@@ -9,8 +9,10 @@ import argparse
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from jobs.errors import ConfigError, ExitCode, LLMUnavailableError, NothingToDoError, StoreError, WebqaError
 
@@ -39,6 +41,64 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _run_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a run id (a whole number, see `webqa runs`), got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a run id ≥ 1, got {text!r}")
+    return value
+
+
+class Console:
+    """Where messages go: stderr as --quiet allows, and every one of them, timestamped, to --log-file.
+
+    ``info`` is progress and summaries of steps (hidden by --quiet); ``important`` is errors and
+    notices (always shown); ``result`` is a command's final summary on stdout. The log file gets all
+    three whatever --quiet says, so cron can keep stdout/stderr short and the file complete.
+    """
+
+    def __init__(self, quiet: bool = False, log: TextIO | None = None) -> None:
+        self.quiet = quiet
+        self.log = log
+
+    def _stamp(self, message: str) -> None:
+        if self.log is None:
+            return
+        prefix = f"{time.strftime('%Y-%m-%d %H:%M:%S')} webqa[{os.getpid()}] "
+        try:
+            self.log.write("".join(f"{prefix}{line}\n" for line in message.splitlines() or [""]))
+            self.log.flush()
+        except OSError:
+            pass  # a full disk must not turn a finished run into a failure
+
+    def info(self, message: str) -> None:
+        if not self.quiet:
+            print(message, file=sys.stderr, flush=True)
+        self._stamp(message)
+
+    def important(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+        self._stamp(message)
+
+    def result(self, message: str) -> None:
+        print(message, flush=True)
+        self._stamp(message)
+
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+
+def _console(args: argparse.Namespace) -> Console:
+    console = getattr(args, "console", None)
+    if console is None:
+        console = args.console = Console(getattr(args, "quiet", False))
+    return console
+
+
 def _add_db(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default=DEFAULT_DB, metavar="PATH",
                         help="DuckDB file (default: $WEBQA_DB or ./webqa.duckdb)")
@@ -50,7 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Crawl URL lists politely, store them in DuckDB, and answer questions about them with a local LLM.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="show Scrapy's and webqa's log")
-    parser.add_argument("-q", "--quiet", action="store_true", help="only errors and the final summary")
+    parser.add_argument("-q", "--quiet", action="store_true", help="only errors, notices and the final summary")
+    parser.add_argument("--log-file", type=Path, metavar="PATH",
+                        help="append every message (progress, notices, errors, summaries, warnings), timestamped, "
+                             "to PATH, whatever --quiet says")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     crawl = sub.add_parser("crawl", help="fetch, clean, chunk and store pages",
@@ -67,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument("--contact", metavar="URL", help="contact URL put in the User-Agent")
     crawl.add_argument("--ignore-robots", action="store_true", help="do not obey robots.txt (only for sites you own)")
     crawl.add_argument("--workers", type=_non_negative_int, default=0, help="extraction processes (default: one per core)")
+    crawl.add_argument("--timeout", type=_positive_float, default=30.0, metavar="SECONDS",
+                       help="give up on a response after this long (default 30)")
+    crawl.add_argument("--max-bytes", type=_non_negative_int, default=10 * 1024 * 1024, metavar="N",
+                       help="largest body accepted, counted after decompression (default 10 MiB)")
+    crawl.add_argument("--allow-private-networks", action="store_true",
+                       help="crawl loopback, private and link-local addresses (intranets); see SECURITY.md")
     crawl.set_defaults(handler=cmd_crawl)
 
     run = sub.add_parser("run", help="crawl and answer every question of a job file",
@@ -80,9 +149,39 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true",
                      help="call no LLM: write each question's selection and exact prompt to the JSONL output")
     run.add_argument("--answerer", choices=("llm", "extractive"), help="override the job's answerer")
+    run.add_argument("--allow-private-networks", action="store_true",
+                     help="crawl loopback, private and link-local addresses (intranets); see SECURITY.md")
     run.add_argument("--wait", type=_positive_float, default=0.0, metavar="SECONDS",
                      help="wait this long for another run on the same database to finish (default: exit at once)")
+    run.add_argument("--resume", action="store_true",
+                     help="continue the job's last run if it was killed or interrupted (same run id, only the "
+                          "questions it had not answered, no crawl); otherwise start a new run")
+    run.add_argument("--fail-on-change", action="store_true",
+                     help="exit 5 when an answer changed, is new or is no longer answered since the job's previous "
+                          "successful run (failures keep their own exit codes)")
     run.set_defaults(handler=cmd_run)
+
+    runs = sub.add_parser("runs", help="list the runs recorded in the database, newest first",
+                          description="List runs (newest first): status (a run whose process died shows as "
+                                      "'killed'), times, counts and how many answers changed.")
+    _add_db(runs)
+    runs.add_argument("--job", metavar="NAME", help="only the runs of this job")
+    runs.add_argument("--limit", type=_non_negative_int, default=20, metavar="N",
+                      help="show at most N runs (default 20; 0: all)")
+    runs.add_argument("--json", action="store_true", help="print a JSON list")
+    runs.set_defaults(handler=cmd_runs)
+
+    diff = sub.add_parser("diff", help="what changed between two runs: answers and pages",
+                          description="Compare two runs: answers changed (on their evidence, not their wording), "
+                                      "new, no longer answered; pages new, changed, unchanged, gone, and which "
+                                      "answers cite them. Without run ids: the last two successful runs of the job "
+                                      "(--job, or the only job). With one: that run against the run before it.")
+    diff.add_argument("run_a", type=_run_id, nargs="?", metavar="RUN_A", help="the earlier run")
+    diff.add_argument("run_b", type=_run_id, nargs="?", metavar="RUN_B", help="the later run")
+    _add_db(diff)
+    diff.add_argument("--job", metavar="NAME", help="the job whose last two successful runs to compare")
+    diff.add_argument("--json", action="store_true", help="print one JSON object")
+    diff.set_defaults(handler=cmd_diff)
 
     ask = sub.add_parser("ask", help="answer one question from the stored pages",
                          description="Answer one question from the chunks already in the database.")
@@ -108,30 +207,92 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(explain)
     explain.add_argument("--no-prompt", action="store_true", help="leave out the prompt text")
     explain.set_defaults(handler=cmd_explain)
+
+    evaluate = sub.add_parser(
+        "eval", help="where are answers lost? the coverage funnel and recall per selection method",
+        description="For questions with `url` (the page that answers) and `expect` (verbatim phrases from it): "
+                    "is a phrase in the fetched HTML, in the cleaned text, in which chunks, and at which rank "
+                    "does the first answer-bearing chunk come for each method. Prints recall@1/3/5, MRR and "
+                    "how many questions were lost at cleaning, chunking and selection.")
+    evaluate.add_argument("questions", type=Path, metavar="QUESTIONS.yaml", help="a job file whose questions have expect (and url)")
+    _add_db(evaluate)
+    evaluate.add_argument("--method", action="append", choices=("keyword", "bm25", "embedding", "hybrid"),
+                          help="methods to compare (repeatable; default: all four)")
+    evaluate.add_argument("--top-k", type=_non_negative_int, default=5, help="rank that counts as found for 'lost at selection' (default 5)")
+    evaluate.add_argument("--json", action="store_true", help="print the funnel and summary as JSON")
+    evaluate.set_defaults(handler=cmd_eval)
     return parser
 
 
 def _notifier(args: argparse.Namespace) -> Callable[[str], None]:
+    console = _console(args)
+
     def notify(message: str) -> None:
-        if not args.quiet or message.startswith(("Notice", "Error")):
-            print(message, file=sys.stderr, flush=True)
+        if message.startswith(("Notice", "Error")):
+            console.important(message)
+        else:
+            console.info(message)
 
     return notify
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from jobs.config import load_job
+
+    if args.resume and args.dry_run:
+        raise ConfigError("--resume continues a run that answers questions; it cannot be combined with --dry-run")
+    job = load_job(args.job)
+    # Imported after the job file is read: a bad job file is reported without paying for Scrapy's import.
     from jobs.runner import RunOptions, run_job
 
-    job = load_job(args.job)
     options = RunOptions(db=Path(args.db), crawl=not args.no_crawl, out_dir=args.out, dry_run=args.dry_run,
                          refresh=args.refresh, wait_seconds=args.wait, answerer=args.answerer,
-                         verbose=args.verbose, progress=_interactive(args))
+                         verbose=args.verbose, progress=_interactive(args), resume=args.resume,
+                         fail_on_change=args.fail_on_change, allow_private_networks=args.allow_private_networks)
     result = run_job(job, options, _notifier(args))
-    print(result.line())
+    console = _console(args)
+    console.result(result.line())
     for path in result.outputs:
-        print(f"  {path}")
+        console.result(f"  {path}")
     return int(result.exit_code)
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    import json
+
+    from jobs.history import list_runs, render_runs, runs_json
+    from pipelines.store import RunStore
+
+    with RunStore.open(args.db, read_only=True) as store:
+        runs = list_runs(store, args.job, args.limit or None)
+    if args.json:
+        print(json.dumps(runs_json(runs), ensure_ascii=False, indent=2, default=str))
+    else:
+        print(render_runs(runs))
+    return ExitCode.OK
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    import json
+
+    from jobs.history import compare_runs, default_pair, diff_json, previous_for, render_diff
+    from pipelines.store import RunStore
+
+    if args.run_a is not None and args.job:
+        raise ConfigError("give run ids or --job, not both")
+    with RunStore.open(args.db, read_only=True) as store:
+        if args.run_a is None:
+            run_a, run_b = default_pair(store, args.job)
+        elif args.run_b is None:
+            run_a, run_b = previous_for(store, args.run_a), args.run_a
+        else:
+            run_a, run_b = args.run_a, args.run_b
+        diff = compare_runs(store, run_a, run_b)
+    if args.json:
+        print(json.dumps(diff_json(diff), ensure_ascii=False, indent=2, default=str))
+    else:
+        print("\n".join(render_diff(diff, between=True)).rstrip())
+    return ExitCode.OK
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
@@ -217,6 +378,57 @@ def _print_answer(obj: dict, dry_run: bool) -> None:
         print(f"  [{c['source']}] {c.get('heading_path') or ''} <{c.get('url')}> “{c['quote']}” ({mark})")
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    import json
+
+    from jobs.config import load_job
+    from jobs.evaluate import EvalQuestion, evaluate, render_table, summarise
+    from jobs.llm import OllamaClient
+    from jobs.runner import ollama_settings
+    from jobs.select import Selector
+    from pipelines.store import RunStore
+
+    job = load_job(args.questions)
+    questions = [EvalQuestion(q.id, q.question, tuple(q.expect), q.url, tuple(q.urls) if q.urls else None)
+                 for q in job.questions]
+    if not any(q.expect for q in questions):
+        raise ConfigError(f"{args.questions}: no question has `expect` phrases; eval needs them to know what a right chunk contains")
+    methods = list(dict.fromkeys(args.method or ["keyword", "bm25", "embedding", "hybrid"]))
+    if not Path(args.db).exists():
+        raise StoreError(f"{args.db}: no such database; crawl the pages first (webqa crawl / webqa run)")
+    embedder = None
+    if any(m in ("embedding", "hybrid") for m in methods):
+        client = OllamaClient(ollama_settings(job))
+        try:
+            client.ping()
+            embedder = client if client.has_model(job.embedding_model) else None
+            reason = f"embedding model {job.embedding_model} is not available on {client.host}"
+        except LLMUnavailableError as exc:
+            reason = str(exc)
+        if embedder is None:
+            _notifier(args)(f"Notice: {reason}; leaving out embedding and hybrid")
+            methods = [m for m in methods if m not in ("embedding", "hybrid")] or ["bm25"]
+    with RunStore.open(args.db) as store:
+        if store.count_chunks() == 0:
+            raise NothingToDoError(f"{args.db} holds no chunks to evaluate")
+        if store.fts_is_stale():
+            store.rebuild_fts()
+        selector = Selector(store.conn, embedder=embedder, embedding_model=job.embedding_model if embedder else None,
+                            ensure_fts=store.load_fts)
+        funnels = evaluate(selector, store.conn, questions, methods)
+    summary = summarise(funnels, methods, k=max(1, args.top_k))
+    if args.json:
+        print(json.dumps({
+            "methods": methods, "summary": summary,
+            "questions": [{"id": f.question.id, "in_html": f.in_html, "in_text": f.in_text,
+                           "answer_chunks": f.answer_chunks, "ranks": f.ranks, "best_scores": f.best_scores,
+                           "lost_at": {m: f.lost_at(m, max(1, args.top_k)) for m in methods}} for f in funnels],
+        }, indent=2))
+    else:
+        print(render_table(funnels, summary, methods))
+    return ExitCode.OK
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     from jobs.explain import explain_answer
     from pipelines.store import RunStore
@@ -235,6 +447,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         urls=args.urls, urls_files=args.input, depth=args.depth, max_pages=args.max_pages, delay=args.delay,
         allow=args.allow, deny=args.deny, contact=args.contact, obey_robots=not args.ignore_robots,
         extract_workers=args.workers, verbose=args.verbose, progress=_interactive(args),
+        timeout=args.timeout, max_bytes=args.max_bytes or 10 * 1024 * 1024,
+        allow_private_networks=args.allow_private_networks,
     )
     try:
         summary = run_crawl(options, args.db)
@@ -242,11 +456,11 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         for problem in getattr(exc.summary, "problems", []):
             _note(args, f"Skipped {problem}")
         if exc.summary is not None:
-            print(exc.summary.line(), file=sys.stderr)  # type: ignore[attr-defined]
+            _console(args).important(exc.summary.line())  # type: ignore[attr-defined]
         raise
     for problem in summary.problems:
         _note(args, f"Skipped {problem}")
-    print(summary.line())
+    _console(args).result(summary.line())
     return ExitCode.OK if summary.count("failed") == 0 else ExitCode.PARTIAL
 
 
@@ -255,20 +469,30 @@ def _interactive(args: argparse.Namespace) -> bool:
 
 
 def _note(args: argparse.Namespace, message: str) -> None:
-    if not args.quiet:
-        print(message, file=sys.stderr)
+    _console(args).info(message)
 
 
-def _configure_logging(args: argparse.Namespace) -> None:
+def _configure_logging(args: argparse.Namespace, log: TextIO | None = None) -> None:
     # The level sits on the handler, not only the root logger: Scrapy lowers the root level to DEBUG
     # when a crawl starts, and its chatter must not reach a cron mail.
     level = logging.DEBUG if args.verbose else logging.ERROR if args.quiet else logging.WARNING
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(level)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handlers: list[logging.Handler] = [handler]
+    if log is not None:
+        # The log file gets what a run without --quiet would show, --quiet or not.
+        file_level = logging.DEBUG if args.verbose else logging.WARNING
+        to_file = logging.StreamHandler(log)
+        to_file.setLevel(file_level)
+        to_file.setFormatter(logging.Formatter(f"%(asctime)s webqa[%(process)d] %(levelname)s %(name)s: %(message)s",
+                                               datefmt="%Y-%m-%d %H:%M:%S"))
+        handlers.append(to_file)
+        level = min(level, file_level)
     if not args.verbose:
-        handler.addFilter(_hide_disabled_components)
-    logging.basicConfig(level=level, handlers=[handler], force=True)
+        for h in handlers:
+            h.addFilter(_hide_disabled_components)
+    logging.basicConfig(level=level, handlers=handlers, force=True)
 
 
 def _hide_disabled_components(record: logging.LogRecord) -> bool:
@@ -280,23 +504,42 @@ def _hide_disabled_components(record: logging.LogRecord) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    _configure_logging(args)
+    log: TextIO | None = None
+    if args.log_file is not None:
+        try:
+            log = args.log_file.open("a", encoding="utf-8")
+        except OSError as exc:
+            print(f"Error: --log-file {args.log_file}: cannot open for appending: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return int(ExitCode.USAGE)
+    console = args.console = Console(args.quiet, log)
+    _configure_logging(args, log)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)
+        console.close()
         return ExitCode.USAGE
     try:
-        return int(handler(args))
+        if log is not None:
+            console._stamp(f"$ webqa {' '.join(sys.argv[1:] if argv is None else argv)}")
+        code = int(handler(args))
+        if log is not None:
+            console._stamp(f"exit {code}")
+        return code
     except WebqaError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        console.important(f"Error: {exc}")
+        console._stamp(f"exit {int(exc.exit_code)}")
         return int(exc.exit_code)
     except KeyboardInterrupt:
-        print("Interrupted.", file=sys.stderr)
+        console.important("Interrupted.")
+        console._stamp(f"exit {int(ExitCode.INTERRUPTED)}")
         return int(ExitCode.INTERRUPTED)
     except BrokenPipeError:
         # `webqa … | head`: the reader left; say nothing more.
         sys.stderr.close()
         return int(ExitCode.OK)
+    finally:
+        console.close()
 
 
 if __name__ == "__main__":

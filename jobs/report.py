@@ -74,12 +74,48 @@ def write_jsonl_line(stream: TextIO, obj: dict[str, Any]) -> None:
     stream.flush()
 
 
+def answer_row_json(row: dict[str, Any], attempts: int = 1) -> dict[str, Any]:
+    """The JSON object of a question rebuilt from its stored final answer (``answers`` row).
+
+    For a resumed run: questions answered before the interruption are reported from the database
+    when the run's JSONL line is missing. The selection and prompt stay in the database
+    (`webqa explain ANSWER_ID`).
+    """
+    result: dict[str, Any] = {
+        "question_id": row["question_id"], "question": row["question"], "method": row.get("method"),
+        "method_used": row.get("method"), "notice": None, "error": row.get("error"),
+        "chunks": [], "prompt": None, "sources": [],
+    }
+    if row.get("error") is None and row.get("answer") is not None:
+        try:
+            stored = json.loads(row.get("citations") or "[]")
+        except ValueError:
+            stored = []
+        result.update({
+            "answer_id": row["answer_id"], "answer": row.get("answer"), "confidence": row.get("confidence"),
+            "citations": [{"source": c.get("source"), "quote": c.get("quote"), "valid": c.get("valid"),
+                           "reason": c.get("reason"), "url": c.get("url"), "heading_path": c.get("heading"),
+                           "chunk_id": c.get("chunk_id")} for c in stored],
+            "grounded": bool(row.get("grounded")), "not_enough_information": row.get("not_enough_info"),
+            "answerer": row.get("answerer"), "attempt": row.get("attempt"), "retry_reason": row.get("retry_reason"),
+            "latency_s": row.get("latency_s"), "attempts": attempts,
+        })
+    return result
+
+
 def markdown_report(title: str, summary_lines: Sequence[str], results: Iterable[dict[str, Any]],
                     preamble: Sequence[str] = ()) -> str:
+    """The report: ``preamble`` (what changed, as Markdown lines) first, then the summary and the answers.
+
+    With a preamble, the answers stand under a level-1 "Answers" heading; each question is a level-2
+    heading either way.
+    """
     lines = [f"# {title}", ""]
-    lines += [*preamble]
     if preamble:
-        lines.append("")
+        lines += [*preamble]
+        if lines[-1] != "":
+            lines.append("")
+        lines += ["# Answers", ""]
     lines += [f"- {line}" for line in summary_lines]
     lines.append("")
     for obj in results:
@@ -97,6 +133,8 @@ def markdown_report(title: str, summary_lines: Sequence[str], results: Iterable[
         lines.append(f"Confidence: **{obj.get('confidence')}** · grounded: **{grounded}** · "
                      f"answerer: {obj.get('answerer')} · attempt {obj.get('attempt')} · answer id {obj.get('answer_id')}")
         lines.append("")
+        if obj.get("change"):
+            lines += [f"Change since the previous run: **{str(obj['change']).replace('_', ' ')}**", ""]
         if obj.get("citations"):
             lines.append("Sources:")
             for c in obj["citations"]:
@@ -108,7 +146,7 @@ def markdown_report(title: str, summary_lines: Sequence[str], results: Iterable[
 
 
 CSV_FIELDS = ("question_id", "question", "answer", "confidence", "grounded", "answerer", "attempt", "answer_id",
-              "citations", "error")
+              "citations", "error", "change")
 
 
 def write_csv(path: Path, results: Iterable[dict[str, Any]]) -> None:
@@ -121,4 +159,4 @@ def write_csv(path: Path, results: Iterable[dict[str, Any]]) -> None:
             writer.writerow(row)
 
 
-__all__ = ["outcome_json", "write_jsonl_line", "markdown_report", "write_csv", "candidate_dict"]
+__all__ = ["outcome_json", "answer_row_json", "write_jsonl_line", "markdown_report", "write_csv", "candidate_dict"]

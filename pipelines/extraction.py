@@ -10,6 +10,7 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
@@ -21,6 +22,22 @@ from crawler.items import ExtractedPage, FetchedPage, FetchOutcome
 from pipelines.extract import PageResult, process_page
 
 log = logging.getLogger(__name__)
+
+# Libraries that log a WARNING for every empty or odd page; we record those pages ourselves.
+QUIET_LOGGERS = ("trafilatura", "htmldate", "courlan")
+
+
+def init_worker() -> None:
+    """Run once in every extraction worker, before its first page.
+
+    SIGINT is ignored: Ctrl-C in a terminal reaches the whole process group, and a worker killed
+    mid-page would break the pool while Scrapy is still shutting down cleanly; the crawling
+    process decides when the pool stops. The extraction libraries' warnings are silenced: on cron
+    they would mail one line per empty page, and every failure is recorded in fetch_log anyway.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 class ExtractionPipeline:
@@ -53,7 +70,9 @@ class ExtractionPipeline:
 
     def _new_pool(self) -> ProcessPoolExecutor:
         # forkserver: forking the crawling process itself would copy the reactor and its threads.
-        return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("forkserver"))
+        return ProcessPoolExecutor(
+            self.workers, mp_context=multiprocessing.get_context("forkserver"), initializer=init_worker
+        )
 
     def _replace_pool(self, broken: ProcessPoolExecutor, *, kill: bool = False) -> None:
         """A worker died (a crash in C code, the OOM killer) or hangs: a broken pool refuses all

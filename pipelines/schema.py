@@ -6,7 +6,7 @@ keeps working instead of failing on a missing column.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -117,7 +117,18 @@ CREATE TABLE IF NOT EXISTS runs (
     method VARCHAR,
     dry_run BOOLEAN DEFAULT false,
     pid INTEGER,
-    notes VARCHAR
+    notes VARCHAR,
+    previous_run_id BIGINT,                -- the run answers were compared with: the job's last done/partial run
+    resumed INTEGER DEFAULT 0              -- how many times `webqa run --resume` continued this run
+);
+
+-- The job's pages as they stood when a run began: what `webqa diff` and the report compare.
+CREATE TABLE IF NOT EXISTS run_pages (
+    run_id BIGINT NOT NULL,
+    url VARCHAR NOT NULL,
+    content_hash VARCHAR,
+    fetched_at TIMESTAMP,
+    PRIMARY KEY (run_id, url)
 );
 
 CREATE SEQUENCE IF NOT EXISTS answer_ids START 1;
@@ -143,7 +154,9 @@ CREATE TABLE IF NOT EXISTS answers (
     eval_tokens INTEGER,
     error VARCHAR,                         -- set when no answer could be had
     retry_reason VARCHAR,                  -- why attempt 2 was made
-    created_at TIMESTAMP NOT NULL
+    created_at TIMESTAMP NOT NULL,
+    evidence JSON,                         -- final answers of runs: jobs.changes.Evidence (answered, cited chunk+quote)
+    change VARCHAR                         -- final answers of runs: new | changed | unchanged | no_longer_answered
 );
 CREATE INDEX IF NOT EXISTS answers_run ON answers (run_id);
 
@@ -190,4 +203,12 @@ REBUILD_FTS = (
     "overwrite=1)"
 )
 
-MIGRATIONS: dict[int, list[str]] = {}
+MIGRATIONS: dict[int, list[str]] = {
+    # 2: answer change detection, page snapshots per run, resumable runs. (run_pages is created by TABLES.)
+    2: [
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS previous_run_id BIGINT",
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS resumed INTEGER DEFAULT 0",
+        "ALTER TABLE answers ADD COLUMN IF NOT EXISTS evidence JSON",
+        "ALTER TABLE answers ADD COLUMN IF NOT EXISTS change VARCHAR",
+    ],
+}

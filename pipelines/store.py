@@ -315,14 +315,130 @@ class RunStore(Store):
     """The answering side: runs, answers, selections and prompts, each answer committed when made."""
 
     def begin_run(self, job_name: str, job_file: str | None, job_hash: str | None, *, crawl_run_id: int | None,
-                  questions: int, answerer: str, model: str | None, method: str, dry_run: bool, pid: int) -> int:
+                  questions: int, answerer: str, model: str | None, method: str, dry_run: bool, pid: int,
+                  page_urls: Sequence[str] | None = None) -> int:
+        """Insert the run row and, in the same transaction, the snapshot of the job's pages.
+
+        ``previous_run_id`` is the job's last done/partial run that was not a dry run: the run this
+        one's answers and pages are compared with. ``page_urls`` lists the job's URLs (normalised);
+        None means the job lists none, and every stored page is the job's (see ``snapshot_pages``).
+        """
+        with self.transaction():
+            previous = self.previous_successful_run(job_name)
+            row = self.conn.execute(
+                "INSERT INTO runs (job_name, job_file, job_hash, started_at, status, crawl_run_id, questions, answerer, "
+                "model, method, dry_run, pid, previous_run_id) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?) "
+                "RETURNING run_id",
+                [job_name, job_file, job_hash, utcnow(), crawl_run_id, questions, answerer, model, method, dry_run, pid,
+                 previous],
+            ).fetchone()
+            assert row is not None
+            run_id = int(row[0])
+            self.snapshot_pages(run_id, job_name, page_urls)
+        return run_id
+
+    def previous_successful_run(self, job_name: str, before: int | None = None) -> int | None:
+        """The job's last run that finished its questions (done or partial), dry runs left out."""
         row = self.conn.execute(
-            "INSERT INTO runs (job_name, job_file, job_hash, started_at, status, crawl_run_id, questions, answerer, "
-            "model, method, dry_run, pid) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?) RETURNING run_id",
-            [job_name, job_file, job_hash, utcnow(), crawl_run_id, questions, answerer, model, method, dry_run, pid],
+            "SELECT max(run_id) FROM runs WHERE job_name = ? AND status IN ('done', 'partial') AND NOT dry_run "
+            "AND (? IS NULL OR run_id < ?)",
+            [job_name, before, before],
         ).fetchone()
-        assert row is not None
-        return int(row[0])
+        return None if row is None or row[0] is None else int(row[0])
+
+    def snapshot_pages(self, run_id: int, job_name: str, page_urls: Sequence[str] | None) -> None:
+        """Record (url, content hash, fetch time) of the job's pages as they stand now.
+
+        The job's pages are its listed URLs and the pages its own crawls discovered (depth > 0); a job
+        that lists no URL answers from every stored page, so all of them are recorded. A page whose
+        server last answered 404 or 410 (after the stored copy was fetched or confirmed) is left out:
+        it is gone, even though its last content is still stored. That holds when a later crawl
+        skipped it as fresh (``recrawl_after``), too.
+        """
+        if page_urls is None:
+            where, params = "true", []
+        elif not page_urls:
+            where, params = "p.crawl_run_id IN (SELECT crawl_run_id FROM crawl_runs WHERE job_name = ?)", [job_name]
+        else:
+            where = ("(list_contains(?, p.url) OR p.crawl_run_id IN "
+                     "(SELECT crawl_run_id FROM crawl_runs WHERE job_name = ?))")
+            params = [list(page_urls), job_name]
+        self.conn.execute(
+            "INSERT INTO run_pages (run_id, url, content_hash, fetched_at) "
+            f"SELECT ?, p.url, p.content_hash, p.fetched_at FROM pages p WHERE p.content_hash IS NOT NULL AND {where} "
+            "AND NOT EXISTS (SELECT 1 FROM fetch_log f WHERE f.url = p.url AND f.status IN (404, 410) "
+            "AND f.logged_at >= coalesce(p.checked_at, p.fetched_at))",
+            [run_id, *params],
+        )
+
+    def run_row(self, run_id: int) -> dict[str, Any] | None:
+        rows = self.query_dicts("SELECT * FROM runs WHERE run_id = ?", [run_id])
+        return rows[0] if rows else None
+
+    def last_run(self, job_name: str) -> dict[str, Any] | None:
+        """The job's most recent run that was not a dry run (any status)."""
+        rows = self.query_dicts(
+            "SELECT * FROM runs WHERE job_name = ? AND NOT dry_run ORDER BY run_id DESC LIMIT 1", [job_name]
+        )
+        return rows[0] if rows else None
+
+    def resume_run(self, run_id: int, pid: int, questions: int) -> None:
+        """Mark a killed or interrupted run as running again, in this process."""
+        self.conn.execute(
+            "UPDATE runs SET status = 'running', finished_at = NULL, pid = ?, questions = ?, "
+            "resumed = coalesce(resumed, 0) + 1 WHERE run_id = ?",
+            [pid, questions, run_id],
+        )
+
+    def final_answers(self, run_id: int) -> list[dict[str, Any]]:
+        """The final answer of every question of a run that has one (one row per question id)."""
+        return self.query_dicts(
+            "SELECT * FROM answers WHERE run_id = ? AND final ORDER BY answer_id", [run_id]
+        )
+
+    def final_answer(self, run_id: int, question_id: str) -> dict[str, Any] | None:
+        rows = self.query_dicts(
+            "SELECT * FROM answers WHERE run_id = ? AND question_id = ? AND final ORDER BY answer_id DESC LIMIT 1",
+            [run_id, question_id],
+        )
+        return rows[0] if rows else None
+
+    def save_failure(self, run_id: int, question_id: str, question: str, error: str) -> int:
+        """A question that failed before any attempt could be stored (e.g. its URLs were never crawled).
+
+        Stored as its final answer, so that every question a run went through has exactly one.
+        """
+        return self.save_attempt(
+            {"run_id": run_id, "question_id": question_id, "question": question, "attempt": 1, "final": True,
+             "citations": "[]", "grounded": False, "answerer": "none", "error": error},
+            [], None, None, None,
+        )
+
+    def set_change(self, answer_id: int, evidence: str, change: str | None) -> None:
+        self.conn.execute("UPDATE answers SET evidence = ?, change = ? WHERE answer_id = ?",
+                          [evidence, change, answer_id])
+
+    def run_pages(self, run_id: int) -> dict[str, dict[str, Any]]:
+        if not self.has_table("run_pages"):
+            return {}
+        return {r["url"]: r for r in self.query_dicts(
+            "SELECT url, content_hash, fetched_at FROM run_pages WHERE run_id = ? ORDER BY url", [run_id])}
+
+    def has_table(self, table: str) -> bool:
+        row = self.conn.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND database_name = current_database()",
+            [table],
+        ).fetchone()
+        return bool(row and row[0])
+
+    def has_column(self, table: str, column: str) -> bool:
+        """For read-only commands on a database written by an older webqa (not migrated yet)."""
+        row = self.conn.execute(
+            "SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND column_name = ? "
+            "AND database_name = current_database()",
+            [table, column],
+        ).fetchone()
+        return bool(row and row[0])
 
     def finish_run(self, run_id: int, status: str, counts: dict[str, int], notes: str | None = None) -> None:
         self.conn.execute(

@@ -27,6 +27,7 @@ from scrapy.exceptions import (
 )
 from scrapy.http import Response, TextResponse
 from scrapy.linkextractors import LinkExtractor
+from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.internet import error as twisted_errors
 from twisted.python.failure import Failure
 
@@ -206,8 +207,31 @@ class UrlsSpider(scrapy.Spider):
 def describe_failure(failure: Failure, max_redirects: int | None = None) -> tuple[str, str]:
     """Map a download failure to ``(outcome, reason)`` in words a user can act on."""
     exc = failure.value
+    # Our own middlewares say which outcome their refusals are: the SSRF guard's "blocked: …" is a
+    # policy skip like robots.txt, a Retry-After beyond the limit a failure.
+    declared = getattr(exc, "outcome", None)
+    if declared in ("failed", "skipped"):
+        return declared, str(exc) or type(exc).__name__
+    if isinstance(exc, HttpError) and 300 <= exc.response.status < 400:
+        # A redirect RedirectMiddleware would not follow reaches the spider as an HTTP error: most
+        # often a Location that is not http(s) (file:, ftp:, javascript:) — refused on purpose.
+        location = _header(exc.response, "Location")
+        if location:
+            scheme = location.split(":", 1)[0].lower() if ":" in location else ""
+            if scheme.isascii() and scheme.isalpha() and scheme not in ("http", "https"):
+                return "failed", f"redirect to {location[:200]} not followed: only http and https are fetched"
+            return "failed", f"HTTP {exc.response.status} redirect to {location[:200]} not followed"
+        return "failed", f"HTTP {exc.response.status} without a Location to follow"
     if isinstance(exc, IgnoreRequest):
         text = str(exc) or "ignored"
+        cause = exc.__cause__
+        if getattr(cause, "max_size", None) is not None and hasattr(cause, "decompressed_size"):
+            # HttpCompressionMiddleware stopped inflating a body past DOWNLOAD_MAXSIZE (a decompression
+            # bomb, or just a huge page): too large, like an oversized download, not a choice of ours.
+            return "failed", (
+                f"response too large: more than {cause.max_size} bytes after decompression "
+                f"(DOWNLOAD_MAXSIZE; {cause.decompressed_size} bytes when stopped)"
+            )
         if text == "max redirections reached":  # RedirectMiddleware: a loop or a trap, not a choice of ours
             limit = f" (more than {max_redirects})" if max_redirects else ""
             return "failed", f"too many redirects{limit}"
@@ -217,6 +241,14 @@ def describe_failure(failure: Failure, max_redirects: int | None = None) -> tupl
         # over the limit) says why in its own words; keep them.
         return "skipped", text
     if isinstance(exc, (CannotResolveHostError, twisted_errors.DNSLookupError)):
+        # A hostname the SSRF guard's resolver refused at connect time (its DNS answer changed after
+        # the first check) surfaces as a DNS failure; say what really happened.
+        from crawler.middlewares.ssrf import blocked_reason_for_host
+
+        request = getattr(failure, "request", None)
+        blocked = blocked_reason_for_host(_hostname(request.url)) if request is not None else None
+        if blocked:
+            return "skipped", blocked
         return "failed", "DNS lookup failed"
     if isinstance(exc, (DownloadConnectionRefusedError, twisted_errors.ConnectionRefusedError)):
         return "failed", "connection refused"
