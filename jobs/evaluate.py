@@ -1,0 +1,155 @@
+"""`webqa eval`: where is the answer lost? The coverage funnel for questions with known answers.
+
+For each question with ``expect`` phrases (and ideally the ``url`` that answers it) the funnel asks, in
+order: is a phrase in the fetched HTML? in the cleaned text? in which chunks? at which rank does the
+first answer-bearing chunk come for each selection method? The summary gives recall@1/3/5 and MRR per
+method and how many questions were lost at cleaning, at chunking and at selection.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import unescape
+from typing import Any
+
+from jobs.select import Selector
+
+KS = (1, 3, 5)
+_TAGS = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]+>", re.S | re.I)
+
+
+def normalise(text: str) -> str:
+    """Case- and whitespace-insensitive form used to look for expected phrases."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = text.replace("\u2019", "'").replace("\u201c", '"').replace("\u201d", '"')
+    return " ".join(text.split())
+
+
+def html_text(html: str) -> str:
+    """All text of an HTML page, navigation included: "was it fetched at all?" must not depend on cleaning."""
+    return unescape(_TAGS.sub(" ", html))
+
+
+def contains_any(text: str, phrases: Sequence[str]) -> bool:
+    haystack = normalise(text)
+    return any(normalise(p) in haystack for p in phrases if p.strip())
+
+
+@dataclass(frozen=True)
+class EvalQuestion:
+    id: str
+    question: str
+    expect: tuple[str, ...]
+    url: str | None = None
+    urls: tuple[str, ...] | None = None
+
+
+@dataclass
+class QuestionFunnel:
+    question: EvalQuestion
+    in_html: bool | None  # None: no url given or page not stored
+    in_text: bool | None
+    answer_chunks: list[str]
+    ranks: dict[str, int | None] = field(default_factory=dict)  # method → 1-based rank of first answer chunk
+    best_scores: dict[str, float | None] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def answerable(self) -> bool:
+        return bool(self.question.expect)
+
+    def lost_at(self, method: str, k: int = 5) -> str | None:
+        """The first stage that lost the answer for this method, or None if it is in the top k."""
+        if not self.answerable:
+            return None
+        if self.in_html is False:
+            return "fetch"
+        if self.in_text is False:
+            return "cleaning"
+        if not self.answer_chunks:
+            return "chunking"
+        rank = self.ranks.get(method)
+        if rank is None or rank > k:
+            return "selection"
+        return None
+
+
+def evaluate(selector: Selector, conn: Any, questions: Sequence[EvalQuestion], methods: Sequence[str]) -> list[QuestionFunnel]:
+    funnels = []
+    for q in questions:
+        in_html = in_text = None
+        if q.url and q.expect:
+            row = conn.execute(
+                "SELECT p.text, h.html FROM pages p LEFT JOIN page_html h USING (url) WHERE p.url = ?", [q.url]
+            ).fetchone()
+            if row is not None:
+                in_text = contains_any(row[0] or "", q.expect)
+                in_html = contains_any(html_text(row[1] or ""), q.expect) if row[1] is not None else None
+        answer_chunks: list[str] = []
+        if q.expect:
+            scope_sql = "WHERE url = ?" if q.url else ""
+            params = [q.url] if q.url else []
+            for chunk_id, heading, text in conn.execute(
+                f"SELECT chunk_id, heading_path, text FROM chunks {scope_sql} ORDER BY url, ordinal", params
+            ).fetchall():
+                if contains_any(text, q.expect):
+                    answer_chunks.append(chunk_id)
+        funnel = QuestionFunnel(q, in_html, in_text, answer_chunks)
+        wanted = set(answer_chunks)
+        for method in methods:
+            selection = selector.select(q.question, method, urls=list(q.urls) if q.urls else None)
+            if selection.notice:
+                funnel.notices.append(selection.notice)
+            funnel.best_scores[method] = selection.candidates[0].score if selection.candidates else None
+            funnel.ranks[method] = next((c.rank for c in selection.candidates if c.chunk_id in wanted), None)
+        funnels.append(funnel)
+    return funnels
+
+
+def summarise(funnels: Sequence[QuestionFunnel], methods: Sequence[str], k: int = 5) -> dict[str, dict[str, Any]]:
+    answerable = [f for f in funnels if f.answerable]
+    n = len(answerable) or 1
+    summary: dict[str, dict[str, Any]] = {}
+    for method in methods:
+        ranks = [f.ranks.get(method) for f in answerable]
+        row: dict[str, Any] = {f"recall@{k}": round(sum(1 for r in ranks if r is not None and r <= k) / n, 3) for k in KS}
+        row["mrr"] = round(sum(1.0 / r for r in ranks if r) / n, 3)
+        for stage in ("fetch", "cleaning", "chunking", "selection"):
+            row[f"lost_at_{stage}"] = sum(1 for f in answerable if f.lost_at(method, k) == stage)
+        unanswerable = [f.best_scores.get(method) for f in funnels if not f.answerable]
+        answered = [f.best_scores.get(method) for f in answerable]
+        row["questions"] = len(answerable)
+        row["best_score_answerable_median"] = _median(answered)
+        row["best_score_unanswerable_median"] = _median(unanswerable)
+        summary[method] = row
+    return summary
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    present = sorted(v for v in values if v is not None)
+    if not present:
+        return None
+    middle = len(present) // 2
+    value = present[middle] if len(present) % 2 else (present[middle - 1] + present[middle]) / 2
+    return round(value, 4)
+
+
+def render_table(funnels: Sequence[QuestionFunnel], summary: dict[str, dict[str, Any]], methods: Sequence[str]) -> str:
+    lines = ["Funnel per question (html → text → chunks → rank per method; '-' = not in the candidates):", ""]
+    header = f"{'question':<14} {'html':<5} {'text':<5} {'chunks':<6} " + " ".join(f"{m:<9}" for m in methods) + " lost at (first method)"
+    lines.append(header)
+    for f in funnels:
+        def yn(v: bool | None) -> str:
+            return "-" if v is None else "yes" if v else "NO"
+        ranks = " ".join(f"{(str(f.ranks.get(m)) if f.ranks.get(m) else '-'):<9}" for m in methods)
+        lost = f.lost_at(methods[0]) if f.answerable else "(unanswerable)"
+        lines.append(f"{f.question.id:<14} {yn(f.in_html):<5} {yn(f.in_text):<5} {len(f.answer_chunks):<6} {ranks} {lost or ''}")
+    lines += ["", f"{'method':<10} {'R@1':>6} {'R@3':>6} {'R@5':>6} {'MRR':>6}  lost at: fetch cleaning chunking selection"]
+    for m in methods:
+        s = summary[m]
+        lines.append(f"{m:<10} {s['recall@1']:>6.3f} {s['recall@3']:>6.3f} {s['recall@5']:>6.3f} {s['mrr']:>6.3f}  "
+                     f"{s['lost_at_fetch']:>14} {s['lost_at_cleaning']:>8} {s['lost_at_chunking']:>8} {s['lost_at_selection']:>9}")
+    return "\n".join(lines)

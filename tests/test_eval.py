@@ -1,0 +1,115 @@
+"""`webqa eval`: the funnel must name the stage where an answer is lost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobs.evaluate import EvalQuestion, evaluate, html_text, summarise
+from jobs.select import Selector
+from pipelines.chunk import Chunk, estimate_tokens
+from pipelines.store import PageRecord, RunStore, utcnow
+
+REPO = Path(__file__).resolve().parent.parent
+URL = "http://docs.test/guide"
+# The HTML holds a sentence the cleaner "dropped" (it is not in the text), and the text holds a
+# sentence that no chunk kept: each loss must be attributed to its own stage.
+HTML = ("<html><body><nav>Share this page: the secret footer word</nav><main><h2>Server</h2>"
+        "<p>The server port is 8080.</p><p>Lost between text and chunks.</p>"
+        "<h2>Garden</h2><p>Tomatoes grow well in sunny corners of the allotment.</p></main></body></html>")
+TEXT = "The server port is 8080.\n\nLost between text and chunks.\n\nTomatoes grow well in sunny corners of the allotment."
+CHUNKS = [
+    Chunk("c-server", 0, ("Guide", "Server"), "The server port is 8080. Configure it in widget.toml.", 12, "h1"),
+    Chunk("c-garden", 1, ("Guide", "Garden"), "Tomatoes grow well in sunny corners of the allotment.", 12, "h2"),
+]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "eval.duckdb"
+    with RunStore.open(path) as store:
+        record = PageRecord(url=URL, final_url=URL, status=200, fetched_at=utcnow(), content_type="text/html",
+                            etag=None, last_modified=None, content_hash="x", title="Guide", lang="en",
+                            extractor="main", html_bytes=len(HTML), text_bytes=len(TEXT), text=TEXT, html=HTML)
+        chunks = [Chunk(c.chunk_id, c.ordinal, c.heading_path, c.text, estimate_tokens(c.text), c.content_hash)
+                  for c in CHUNKS]
+        store.save_page(record, chunks, crawl_run_id=None)
+        store.rebuild_fts()
+    yield path
+
+
+QUESTIONS = [
+    EvalQuestion("port", "Which port does the server use?", ("server port is 8080",), URL),
+    EvalQuestion("cleaning", "What is the secret footer word?", ("secret footer word",), URL),
+    EvalQuestion("chunking", "What was lost?", ("lost between text and chunks",), URL),
+    EvalQuestion("fetch", "What is not on the page at all?", ("never written anywhere",), URL),
+    EvalQuestion("none-x", "What is the capital of France?", ()),
+]
+
+
+def test_funnel_attributes_each_loss_to_its_stage(db: Path) -> None:
+    with RunStore.open(db) as store:
+        funnels = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store.conn, QUESTIONS, ["keyword", "bm25"])
+    by_id = {f.question.id: f for f in funnels}
+    assert by_id["port"].answer_chunks == ["c-server"]
+    assert by_id["port"].ranks == {"keyword": 1, "bm25": 1}
+    assert by_id["port"].lost_at("bm25") is None
+    assert (by_id["cleaning"].in_html, by_id["cleaning"].in_text) == (True, False)
+    assert by_id["cleaning"].lost_at("bm25") == "cleaning"
+    assert (by_id["chunking"].in_text, by_id["chunking"].answer_chunks) == (True, [])
+    assert by_id["chunking"].lost_at("bm25") == "chunking"
+    assert by_id["fetch"].lost_at("bm25") == "fetch"
+    assert by_id["none-x"].lost_at("bm25") is None and not by_id["none-x"].answerable
+
+    summary = summarise(funnels, ["keyword", "bm25"])
+    assert summary["bm25"]["questions"] == 4
+    assert summary["bm25"]["recall@1"] == 0.25
+    assert summary["bm25"]["mrr"] == 0.25
+    assert (summary["bm25"]["lost_at_fetch"], summary["bm25"]["lost_at_cleaning"],
+            summary["bm25"]["lost_at_chunking"], summary["bm25"]["lost_at_selection"]) == (1, 1, 1, 0)
+
+
+def test_answer_ranked_below_k_is_lost_at_selection(db: Path) -> None:
+    question = EvalQuestion("tomato", "Which port does the server use?", ("tomatoes grow well",), URL)
+    with RunStore.open(db) as store:
+        [funnel] = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store.conn, [question], ["keyword"])
+    assert funnel.answer_chunks == ["c-garden"]
+    assert funnel.ranks["keyword"] is None  # no keyword of the question is in the garden chunk
+    assert funnel.lost_at("keyword") == "selection"
+
+
+def test_html_text_drops_scripts_and_tags() -> None:
+    assert "alert" not in html_text("<p>a &amp; b</p><script>alert(1)</script>")
+    assert "a & b" in html_text("<p>a &amp; b</p><script>alert(1)</script>")
+
+
+def test_eval_command_prints_json(db: Path, tmp_path: Path) -> None:
+    job = tmp_path / "questions.yaml"
+    job.write_text(
+        "name: evaltest\nquestions:\n"
+        f"  - id: port\n    question: Which port does the server use?\n    url: {URL}\n    expect: [server port is 8080]\n"
+        "  - id: none-x\n    question: What is the capital of France?\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run([sys.executable, "-m", "jobs.cli", "eval", str(job), "--db", str(db), "--method", "bm25",
+                           "--method", "keyword", "--json"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["methods"] == ["bm25", "keyword"]
+    assert report["summary"]["bm25"]["recall@1"] == 1.0
+    assert [q["id"] for q in report["questions"]] == ["port", "none-x"]
+    assert report["questions"][0]["lost_at"] == {"bm25": None, "keyword": None}
+
+
+def test_eval_without_expect_phrases_is_a_usage_error(db: Path, tmp_path: Path) -> None:
+    job = tmp_path / "questions.yaml"
+    job.write_text("name: evaltest\nquestions:\n  - What is the capital of France?\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "jobs.cli", "eval", str(job), "--db", str(db)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.startswith("Error: ") and "expect" in done.stderr and "Traceback" not in done.stderr
