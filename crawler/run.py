@@ -121,6 +121,12 @@ def allows_private_networks(options: CrawlOptions) -> bool:
         raise ConfigError(str(exc)) from None
 
 
+def _slot_delay(delay: float) -> float:
+    # With a delay of exactly 0 Scrapy's slot can start two transfers to one host at the same instant,
+    # breaking "one request per host at a time"; a millisecond keeps the slot's bookkeeping in force.
+    return max(delay, 0.001)
+
+
 def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, tuple[str | None, str | None]]) -> dict[str, Any]:
     """The per-run settings layered over ``crawler.settings``."""
     from crawler import settings as defaults
@@ -130,7 +136,7 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
         user_agent = f"webqa/0.1 (batch question answering; +{options.contact})"
     slots = {
         host: {
-            "delay": policy.delay if policy.delay is not None else options.delay,
+            "delay": _slot_delay(policy.delay if policy.delay is not None else options.delay),
             "concurrency": policy.concurrency or 1,
             "jitter": 0,
         }
@@ -141,7 +147,7 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
         "WEBQA_JOB_NAME": options.job_name,
         "WEBQA_VALIDATORS": validators,
         "WEBQA_PROGRESS": options.progress,
-        "DOWNLOAD_DELAY": options.delay,
+        "DOWNLOAD_DELAY": _slot_delay(options.delay),
         "DOWNLOAD_SLOTS": slots,
         "ROBOTSTXT_OBEY": options.obey_robots,
         "WEBQA_MAX_CRAWL_DELAY": options.max_crawl_delay,

@@ -734,3 +734,17 @@ def test_extraction_pool_kills_a_hung_worker(monkeypatch: pytest.MonkeyPatch, tm
             return True
 
     wait_for(gone, f"the hung worker (PID {pid}) to be killed", timeout=10)
+
+
+def test_redirect_to_another_listed_url_keeps_both(site: SiteServer, tmp_path: Path) -> None:
+    # Scrapy's duplicate filter would drop the redirect hop to a URL already fetched under its own
+    # name, and the old URL would end with neither a page nor a fetch_log row.
+    site.add(0, "/new.html", page("New home"))
+    site.redirect(0, "/old.html", site.url(0, "/new.html"))
+    old, new = site.url(0, "/old.html"), site.url(0, "/new.html")
+    db = tmp_path / "r.duckdb"
+    ok(run_cli(new, old, db=db))
+    stored = pages(db)
+    assert set(stored) == {old, new}
+    assert stored[old]["final_url"] == new
+    assert site.paths("127.0.0.1").count("/new.html") == 2

@@ -227,3 +227,17 @@ def test_yaml_entries_validate_like_text_entries(tmp_path: Path) -> None:
         UrlProblem(f"{path}:2", "https://EXAMPLE.org/a", f"duplicate of {path}:1; fetched once"),
         UrlProblem(f"{path}:3", "example.org/b", "no scheme; write it as https://…"),
     ]
+
+
+def test_binary_bodies_are_told_from_markup() -> None:
+    import random
+
+    from crawler.spiders.urls import looks_binary
+
+    rng = random.Random(1)
+    assert looks_binary(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + rng.randbytes(5000))
+    assert looks_binary(b"PK\x03\x04" + rng.randbytes(5000))  # a zip archive
+    assert not looks_binary(b"  <!DOCTYPE html><html><body><p>zero\x00byte</p></body></html>")
+    assert not looks_binary("\ufeff<html>caf\u00e9</html>".encode("utf-8"))
+    assert not looks_binary("<html>x</html>".encode("utf-16"))  # BOM first
+    assert not looks_binary(b"Plain text without markup, still text.\n")

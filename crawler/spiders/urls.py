@@ -132,6 +132,10 @@ class UrlsSpider(scrapy.Spider):
             errback=self.on_error,
             cb_kwargs={"listed_url": url},
             meta={"handle_httpstatus_list": HANDLED_STATUSES, "webqa_depth": depth},
+            # `seen` already fetches each listed or discovered URL once. Scrapy's own duplicate filter
+            # would also drop a *redirect* to a URL fetched under its own name, and the listed URL
+            # would vanish without a page or a fetch_log row.
+            dont_filter=True,
         )
 
     def parse(self, response: Response, listed_url: str) -> Iterable[Any]:
@@ -156,6 +160,10 @@ class UrlsSpider(scrapy.Spider):
         if not response.body.strip():
             self._count("failed/empty_body")
             yield FetchOutcome(listed_url, "failed", "empty body", response.status)
+            return
+        if looks_binary(response.body):
+            self._count("skipped/binary")
+            yield FetchOutcome(listed_url, "skipped", f"binary content served as {mime or 'text'}", response.status)
             return
         try:
             html = response.text
@@ -202,6 +210,25 @@ class UrlsSpider(scrapy.Spider):
     def _count(self, key: str) -> None:
         if self.crawler is not None and self.crawler.stats is not None:
             self.crawler.stats.inc_value(f"webqa/{key}")
+
+
+_TEXT_CONTROLS = {9, 10, 12, 13, 27}  # tab, newline, form feed, carriage return, escape (ANSI in <pre>)
+
+
+def looks_binary(body: bytes, sample: int = 4096) -> bool:
+    """True for images, archives and other bytes mislabelled as HTML.
+
+    Markup starts with "<" once a byte-order mark and white space are skipped; bytes that do not, and
+    that carry NULs or many other control bytes, are not a page. (A page with stray NULs inside its
+    markup is still a page: the cleaner drops them.)
+    """
+    head = body[:sample]
+    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")):
+        return False
+    if head.lstrip().startswith(b"<"):
+        return False
+    controls = sum(1 for byte in head if byte < 32 and byte not in _TEXT_CONTROLS)
+    return controls > len(head) * 0.02
 
 
 def describe_failure(failure: Failure, max_redirects: int | None = None) -> tuple[str, str]:
