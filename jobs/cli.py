@@ -208,6 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--no-prompt", action="store_true", help="leave out the prompt text")
     explain.set_defaults(handler=cmd_explain)
 
+    schema = sub.add_parser("schema", help="print the job file's JSON Schema (for editor completion and checks)",
+                            description="Print the JSON Schema of job files. Point your editor's YAML support at it, "
+                                        "e.g. `# yaml-language-server: $schema=configs/job.schema.json`.")
+    schema.set_defaults(handler=cmd_schema)
+
     evaluate = sub.add_parser(
         "eval", help="where are answers lost? the coverage funnel and recall per selection method",
         description="For questions with `url` (the page that answers) and `expect` (verbatim phrases from it): "
@@ -376,6 +381,15 @@ def _print_answer(obj: dict, dry_run: bool) -> None:
     for c in obj.get("citations", []):
         mark = "ok" if c["valid"] else f"INVALID: {c['reason']}"
         print(f"  [{c['source']}] {c.get('heading_path') or ''} <{c.get('url')}> “{c['quote']}” ({mark})")
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from jobs.config import job_json_schema
+
+    print(json.dumps(job_json_schema(), indent=2, ensure_ascii=False))
+    return ExitCode.OK
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

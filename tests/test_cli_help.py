@@ -74,3 +74,17 @@ def test_command_help_lists_the_documented_options(command: str) -> None:
 def test_no_command_prints_usage_and_exits_2() -> None:
     done = subprocess.run(WEBQA, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "usage: webqa" in done.stderr
+
+
+def test_committed_job_schema_matches_the_models() -> None:
+    # configs/job.schema.json is what editors read; it must not drift from the pydantic models.
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    printed = subprocess.run([sys.executable, "-m", "jobs.cli", "schema"], cwd=repo, capture_output=True,
+                             text=True, timeout=60, check=True).stdout
+    assert json.loads(printed) == json.loads((repo / "configs" / "job.schema.json").read_text(encoding="utf-8"))
+    assert "questions" in json.loads(printed)["properties"]
