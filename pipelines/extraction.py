@@ -52,6 +52,10 @@ class ExtractionPipeline:
         self.max_tokens = max_tokens
         self.overlap_tokens = overlap_tokens
         self.pool: ProcessPoolExecutor | None = None
+        # One page per worker in the pool at a time, so the backstop below measures a page's own
+        # run time, not the time it spent queued behind others (a crawl of hundreds of pages would
+        # otherwise time out the pages waiting at the back of the queue).
+        self._slots: asyncio.Semaphore | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ExtractionPipeline:
@@ -103,6 +107,12 @@ class ExtractionPipeline:
             max_seconds=self.max_seconds, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens,
         )
         loop = asyncio.get_running_loop()
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.workers)
+        async with self._slots:
+            return await self._extract(item, work, loop)
+
+    async def _extract(self, item: FetchedPage, work: Any, loop: asyncio.AbstractEventLoop) -> Any:
         for attempt in (1, 2):
             pool = self.pool
             assert pool is not None
