@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import urlsplit
 
 import scrapy
 from scrapy import signals
@@ -32,7 +33,8 @@ from twisted.internet import error as twisted_errors
 from twisted.python.failure import Failure
 
 from crawler.items import FetchedPage, FetchOutcome
-from crawler.urllist import ListedUrl, UrlProblem, collect_urls, read_url_file
+from crawler.middlewares.ssrf import blocked_reason_for_host
+from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
 
 log = logging.getLogger(__name__)
 
@@ -188,8 +190,6 @@ class UrlsSpider(scrapy.Spider):
             yield from self._follow_links(response, depth)
 
     def _follow_links(self, response: TextResponse, depth: int) -> Iterable[scrapy.Request]:
-        from crawler.urllist import normalise_url
-
         host = _hostname(response.url)
         for link in self.link_extractor.extract_links(response):
             url, _reason = normalise_url(link.url)
@@ -270,8 +270,6 @@ def describe_failure(failure: Failure, max_redirects: int | None = None) -> tupl
     if isinstance(exc, (CannotResolveHostError, twisted_errors.DNSLookupError)):
         # A hostname the SSRF guard's resolver refused at connect time (its DNS answer changed after
         # the first check) surfaces as a DNS failure; say what really happened.
-        from crawler.middlewares.ssrf import blocked_reason_for_host
-
         request = getattr(failure, "request", None)
         blocked = blocked_reason_for_host(_hostname(request.url)) if request is not None else None
         if blocked:
@@ -294,6 +292,4 @@ def _header(response: Response, name: str) -> str | None:
 
 
 def _hostname(url: str) -> str:
-    from urllib.parse import urlsplit
-
     return (urlsplit(url).hostname or "").lower()
