@@ -755,23 +755,25 @@ SLOW_MARKER = "<!-- slow page -->"
 
 def process_page_slowly(html: str, url: str, **kwargs: Any) -> Any:
     if SLOW_MARKER in html:
-        time.sleep(0.6)
+        time.sleep(1.0)
     from pipelines.extract import process_page
 
     return process_page(html, url, **kwargs)
 
 
 def test_pages_queued_for_a_worker_are_not_timed_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Each page takes 0.6 s and may take 1 s + 0.5 s; with one worker the fourth page waits ~1.8 s
+    # Each page takes 1 s and may take 1 s + 1.5 s; with one worker the fourth page waits over 3 s
     # for its turn. Only its own run time may count against it.
     monkeypatch.setattr(extraction, "process_page", process_page_slowly)
     pipeline = extraction.ExtractionPipeline(
         SimpleNamespace(stats=None), workers=1, max_seconds=1, max_tokens=350, overlap_tokens=40  # type: ignore[arg-type]
     )
-    pipeline.backstop_seconds = 0.5
+    pipeline.backstop_seconds = 1.5
     items = [fetched_page(f"http://127.0.0.1/p{i}.html", page(f"Page {i}") + SLOW_MARKER) for i in range(4)]
 
     async def all_at_once() -> list[Any]:
+        # A first page starts the worker process, whose start-up is not what this test is about.
+        await pipeline.process_item(fetched_page("http://127.0.0.1/warm.html", page("Warm")))
         return await asyncio.gather(*(pipeline.process_item(item) for item in items))
 
     pipeline.open_spider()
