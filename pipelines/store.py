@@ -92,6 +92,20 @@ def embed_key(heading: str, text: str) -> str:
     return hashlib.sha256(embed_text(heading, text).encode("utf-8")).hexdigest()
 
 
+def insert_rows(conn: duckdb.DuckDBPyConnection, insert: str, rows: Sequence[Sequence[Any]], batch: int = 200) -> None:
+    """Insert rows with one multi-row VALUES statement per batch.
+
+    DuckDB's executemany runs one statement per row: 7 ms a chunk, which made storing a page cost
+    more main-process CPU than cleaning it. One statement per page is about 3.5× cheaper. Values
+    stay bound as parameters; only the placeholders are generated.
+    """
+    for start in range(0, len(rows), batch):
+        part = rows[start : start + batch]
+        width = len(part[0])
+        placeholders = ", ".join(["(" + ", ".join(["?"] * width) + ")"] * len(part))
+        conn.execute(f"{insert} {placeholders}", [value for row in part for value in row])
+
+
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<prog>.+?) \(PID (?P<pid>\d+)\)")
 
 
@@ -263,14 +277,12 @@ class Store:
             )
             self.conn.execute("INSERT OR REPLACE INTO page_html VALUES (?, ?)", [page.url, page.html])
             if chunks:
-                self.conn.executemany(
-                    "INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        [c.chunk_id, page.url, c.ordinal, c.heading, c.text, c.token_estimate, c.content_hash,
-                         embed_key(c.heading, c.text)]
-                        for c in chunks
-                    ],
-                )
+                rows = [
+                    [c.chunk_id, page.url, c.ordinal, c.heading, c.text, c.token_estimate, c.content_hash,
+                     embed_key(c.heading, c.text)]
+                    for c in chunks
+                ]
+                insert_rows(self.conn, "INSERT OR REPLACE INTO chunks VALUES", rows)
             # Wall-clock time of the write, not the page's fetch time: compared with fts_built_at, and
             # a page fetched before the last index build but written after it is not in the index.
             self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('chunks_changed_at', ?)", [utcnow().isoformat()])
@@ -471,9 +483,8 @@ class RunStore(Store):
             assert row is not None
             answer_id = int(row[0])
             if selections:
-                self.conn.executemany(
-                    f"INSERT INTO selections (answer_id, {', '.join(SELECTION_COLUMNS)}) "
-                    f"VALUES (?, {', '.join('?' for _ in SELECTION_COLUMNS)})",
+                insert_rows(
+                    self.conn, f"INSERT INTO selections (answer_id, {', '.join(SELECTION_COLUMNS)}) VALUES",
                     [[answer_id, *[s.get(c) for c in SELECTION_COLUMNS]] for s in selections],
                 )
             if prompt is not None:
