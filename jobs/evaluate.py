@@ -18,19 +18,27 @@ from typing import Any
 from jobs.select import Selector
 
 KS = (1, 3, 5)
-_TAGS = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]+>", re.S | re.I)
+_DROP = re.compile(r"<(script|style)\b.*?</\1\s*>|<!--.*?-->", re.S | re.I)
+# Inline elements join their text to the neighbours' ("(default: <code>True</code>)" reads "(default: True)");
+# every other tag separates words.
+_INLINE_TAGS = re.compile(
+    r"</?(?:a|abbr|b|bdi|bdo|cite|code|data|del|dfn|em|font|i|ins|kbd|mark|q|s|samp|small|span|strike|strong|"
+    r"sub|sup|time|tt|u|var|wbr)\b[^>]*>",
+    re.I,
+)
+_TAGS = re.compile(r"<[^>]+>")
 
 
 def normalise(text: str) -> str:
     """Case- and whitespace-insensitive form used to look for expected phrases."""
     text = unicodedata.normalize("NFKC", text).casefold()
-    text = text.replace("\u2019", "'").replace("\u201c", '"').replace("\u201d", '"')
+    text = text.replace("\u2018", "'").replace("\u2019", "'").replace("\u201c", '"').replace("\u201d", '"')
     return " ".join(text.split())
 
 
 def html_text(html: str) -> str:
     """All text of an HTML page, navigation included: "was it fetched at all?" must not depend on cleaning."""
-    return unescape(_TAGS.sub(" ", html))
+    return unescape(_TAGS.sub(" ", _INLINE_TAGS.sub("", _DROP.sub(" ", html))))
 
 
 def contains_any(text: str, phrases: Sequence[str]) -> bool:
@@ -50,7 +58,7 @@ class EvalQuestion:
 @dataclass
 class QuestionFunnel:
     question: EvalQuestion
-    in_html: bool | None  # None: no url given or page not stored
+    in_html: bool | None  # None: no url given (or no HTML kept); False also when the page is not stored
     in_text: bool | None
     answer_chunks: list[str]
     ranks: dict[str, int | None] = field(default_factory=dict)  # method → 1-based rank of first answer chunk
@@ -85,7 +93,10 @@ def evaluate(selector: Selector, conn: Any, questions: Sequence[EvalQuestion], m
             row = conn.execute(
                 "SELECT p.text, h.html FROM pages p LEFT JOIN page_html h USING (url) WHERE p.url = ?", [q.url]
             ).fetchone()
-            if row is not None:
+            if row is None:
+                # The page was never stored: the answer is lost at fetch, not at chunking.
+                in_html = in_text = False
+            else:
                 in_text = contains_any(row[0] or "", q.expect)
                 in_html = contains_any(html_text(row[1] or ""), q.expect) if row[1] is not None else None
         answer_chunks: list[str] = []
@@ -138,15 +149,28 @@ def _median(values: Sequence[float | None]) -> float | None:
 
 
 def render_table(funnels: Sequence[QuestionFunnel], summary: dict[str, dict[str, Any]], methods: Sequence[str]) -> str:
-    lines = ["Funnel per question (html → text → chunks → rank per method; '-' = not in the candidates):", ""]
-    header = f"{'question':<14} {'html':<5} {'text':<5} {'chunks':<6} " + " ".join(f"{m:<9}" for m in methods) + " lost at (first method)"
+    width = max([len("question")] + [len(f.question.id) for f in funnels])
+    col = max([9] + [len(m) + 1 for m in methods])
+    lines = ["Funnel per question (html → text → chunks → rank per method; '-' = not in the candidates; "
+             "lost at: the stage per method, method=stage):", ""]
+    header = f"{'question':<{width}} {'html':<5} {'text':<5} {'chunks':<6} " + " ".join(f"{m:<{col}}" for m in methods) + " lost at"
     lines.append(header)
     for f in funnels:
         def yn(v: bool | None) -> str:
             return "-" if v is None else "yes" if v else "NO"
-        ranks = " ".join(f"{(str(f.ranks.get(m)) if f.ranks.get(m) else '-'):<9}" for m in methods)
-        lost = f.lost_at(methods[0]) if f.answerable else "(unanswerable)"
-        lines.append(f"{f.question.id:<14} {yn(f.in_html):<5} {yn(f.in_text):<5} {len(f.answer_chunks):<6} {ranks} {lost or ''}")
+        ranks = " ".join(f"{(str(f.ranks.get(m)) if f.ranks.get(m) else '-'):<{col}}" for m in methods)
+        if not f.answerable:
+            lost = "(unanswerable)"
+        else:
+            stages = {m: f.lost_at(m) for m in methods}
+            distinct = {s for s in stages.values() if s}
+            if not distinct:
+                lost = ""
+            elif len(distinct) == 1 and all(stages.values()) and next(iter(distinct)) != "selection":
+                lost = next(iter(distinct))  # lost before selection: the same stage for every method
+            else:
+                lost = " ".join(f"{m}={s}" for m, s in stages.items() if s)
+        lines.append(f"{f.question.id:<{width}} {yn(f.in_html):<5} {yn(f.in_text):<5} {len(f.answer_chunks):<6} {ranks} {lost}".rstrip())
     lines += ["", f"{'method':<10} {'R@1':>6} {'R@3':>6} {'R@5':>6} {'MRR':>6}  lost at: fetch cleaning chunking selection"]
     for m in methods:
         s = summary[m]

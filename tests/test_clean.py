@@ -300,3 +300,23 @@ def test_python_docs(page: str, title: str, expected_headings: list[tuple[int, s
         assert phrase in result.text
     # Navigation sidebars are not content.
     assert "Previous topic" not in result.text
+
+
+def test_section_whose_id_looks_like_boilerplate_is_kept() -> None:
+    # Sphinx section ids are heading slugs; trafilatura used to drop a section whose id contains "share"
+    # (the Python FAQ's "How do I share global variables across modules?" vanished from the text).
+    filler = " ".join(f"Sentence {i} explains how the module system works in some detail." for i in range(12))
+    html = (
+        "<html lang='en'><head><title>FAQ</title></head><body><div class='body' role='main'>"
+        "<section id='programming-faq'><h1>Programming FAQ</h1><p>" + filler + "</p>"
+        "<section id='how-do-i-share-global-variables-across-modules'><h2>How do I share global variables?</h2>"
+        "<p>The canonical way to share information across modules is to create a special config module.</p>"
+        "<p>" + filler + "</p></section>"
+        "<section id='comments-and-docstrings'><h2>Comments and docstrings</h2>"
+        "<p>A docstring is the first statement of a function body and documents it.</p></section>"
+        "</section></div></body></html>"
+    )
+    result = clean_html(html, "https://docs.example.org/faq.html")
+    assert "create a special config module" in result.text
+    assert "first statement of a function body" in result.text
+    assert (2, "How do I share global variables?") in headings(result)

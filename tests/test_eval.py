@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.evaluate import EvalQuestion, evaluate, html_text, summarise
+from jobs.evaluate import EvalQuestion, contains_any, evaluate, html_text, normalise, render_table, summarise
 from jobs.select import Selector
 from pipelines.chunk import Chunk, estimate_tokens
 from pipelines.store import PageRecord, RunStore, utcnow
@@ -113,3 +113,42 @@ def test_eval_without_expect_phrases_is_a_usage_error(db: Path, tmp_path: Path) 
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.startswith("Error: ") and "expect" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_html_text_joins_inline_markup_and_separates_blocks() -> None:
+    # "(default: <code>True</code>)" must read "(default: True)", not "(default: True )".
+    assert contains_any(html_text("<dd>the flag (default: <code>True</code>) is on</dd>"), ["(default: True)"])
+    assert contains_any(html_text("<p>use <a href='#x'><em>json</em></a>.dumps()</p>"), ["use json.dumps()"])
+    assert normalise(html_text("<p>one</p><p>two</p><li>three</li>")) == "one two three"
+    assert "ignored" not in html_text("<p>a</p><!-- ignored --><style>p{}</style>")
+
+
+def test_normalise_folds_curly_quotes() -> None:
+    assert normalise("\u2018spam\u2019 and \u201ceggs\u201d") == "'spam' and \"eggs\""
+
+
+def test_question_whose_page_is_not_stored_is_lost_at_fetch(db: Path) -> None:
+    question = EvalQuestion("missing", "Which port does the server use?", ("server port is 8080",), "http://docs.test/nowhere")
+    with RunStore.open(db) as store:
+        [funnel] = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store.conn, [question], ["bm25"])
+    assert (funnel.in_html, funnel.in_text, funnel.answer_chunks) == (False, False, [])
+    assert funnel.lost_at("bm25") == "fetch"
+    assert summarise([funnel], ["bm25"])["bm25"]["lost_at_fetch"] == 1
+
+
+def test_render_table_names_the_loss_per_method_and_fits_long_ids(db: Path) -> None:
+    questions = [
+        EvalQuestion("a-rather-long-question-identifier", "Which port does the server use?", ("server port is 8080",), URL),
+        EvalQuestion("tomato", "Which port does the server use?", ("tomatoes grow well",), URL),
+        QUESTIONS[1],
+    ]
+    methods = ["bm25", "keyword"]
+    with RunStore.open(db) as store:
+        funnels = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store.conn, questions, methods)
+    lines = render_table(funnels, summarise(funnels, methods), methods).splitlines()
+    rows = {line.split()[0]: line for line in lines[3:6]}
+    header = lines[2]
+    assert header.index("html") == rows["a-rather-long-question-identifier"].index("yes")  # columns line up
+    assert rows["a-rather-long-question-identifier"].split()[-1] == "1"  # nothing lost: no stage named
+    assert rows["tomato"].endswith(" bm25=selection keyword=selection")  # every method is named, not the first
+    assert rows["cleaning"].endswith(" cleaning")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobs.errors import LLMError, WebqaError
-from jobs.select import HEADING_BOOST, Candidate, Selector, pack, question_keywords
+from jobs.select import HEADING_BOOST, Candidate, Selector, _min_max, pack, question_keywords
 from pipelines.chunk import Chunk, estimate_tokens
 from pipelines.store import PageRecord, RunStore, utcnow
 
@@ -259,3 +259,36 @@ def test_failing_question_embedding_falls_back_to_bm25(store: RunStore) -> None:
     selection = selector(store, embedder=embedder, embedding_model="m").select("tomatoes", "embedding")
     assert selection.method_used == "bm25" and "HTTP 500" in (selection.notice or "")
     assert heading_of(selection.candidates[0]) == "Gardens"
+
+
+def _listed(url: str, ordinal: int, score: float, name: str) -> Candidate:
+    return Candidate(name, url, name, name, 10, score=score, ordinal=ordinal)
+
+
+def test_hybrid_is_the_mean_of_min_max_scaled_scores(store: RunStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    sel = selector(store, embedder=WordEmbedder(), embedding_model="m")
+    # bm25: a is far ahead (an exact term match); c is last. Embedding: b best, c close behind, d last.
+    bm25 = [_listed(A, 0, 9.0, "a"), _listed(A, 1, 5.0, "b"), _listed(A, 2, 1.0, "c")]
+    cosine = [_listed(A, 1, 0.8, "b"), _listed(A, 2, 0.7, "c"), _listed(B, 0, 0.3, "d")]
+    monkeypatch.setattr(sel, "bm25", lambda q, scope: bm25)
+    monkeypatch.setattr(sel, "embedding", lambda q, scope: cosine)
+    fused = sel.hybrid("anything", None)
+    # a: (1 + 0)/2; b: (0.5 + 1)/2; c: (0 + 0.8)/2; d: (0 + 0)/2. Reciprocal-rank fusion would put c
+    # (mediocre in both lists) above a (far ahead in one): the margin is what score fusion keeps.
+    assert [(c.chunk_id, c.score) for c in fused] == [("b", 0.75), ("a", 0.5), ("c", 0.4), ("d", 0.0)]
+
+
+def test_hybrid_ties_break_by_url_then_position(store: RunStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    sel = selector(store, embedder=WordEmbedder(), embedding_model="m")
+    bm25 = [_listed(B, 0, 2.0, "x"), _listed(A, 3, 1.0, "y")]
+    cosine = [_listed(A, 3, 0.9, "y"), _listed(B, 0, 0.1, "x")]
+    monkeypatch.setattr(sel, "bm25", lambda q, scope: bm25)
+    monkeypatch.setattr(sel, "embedding", lambda q, scope: cosine)
+    assert [c.chunk_id for c in sel.hybrid("q", None)] == ["y", "x"]  # both 0.5: a.test before b.test
+
+
+def test_min_max_scaling() -> None:
+    assert _min_max([]) == []
+    assert _min_max([3.0]) == [1.0]
+    assert _min_max([2.0, 2.0]) == [1.0, 1.0]
+    assert _min_max([4.0, 3.0, 2.0]) == [1.0, 0.5, 0.0]
