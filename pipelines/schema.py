@@ -203,6 +203,12 @@ REBUILD_FTS = (
     "overwrite=1)"
 )
 
+# Postings in term order: a question's few terms then sit in a few row groups, which DuckDB's min/max
+# filters skip to (jobs/select.py BM25_SQL).
+SORT_FTS_POSTINGS = (
+    "CREATE OR REPLACE TABLE fts_main_chunks.terms AS SELECT * FROM fts_main_chunks.terms ORDER BY termid, docid"
+)
+
 MIGRATIONS: dict[int, list[str]] = {
     # 2: answer change detection, page snapshots per run, resumable runs. (run_pages is created by TABLES.)
     2: [

@@ -181,6 +181,7 @@ class Store:
         self.conn.execute("DELETE FROM fts_stopwords")
         self.conn.executemany("INSERT INTO fts_stopwords VALUES (?)", [[w] for w in schema.FTS_STOPWORDS])
         self.conn.execute(schema.REBUILD_FTS)
+        self.conn.execute(schema.SORT_FTS_POSTINGS)
         self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('fts_built_at', ?)", [utcnow().isoformat()])
 
     def fts_is_stale(self) -> bool:

@@ -292,3 +292,19 @@ def test_min_max_scaling() -> None:
     assert _min_max([3.0]) == [1.0]
     assert _min_max([2.0, 2.0]) == [1.0, 1.0]
     assert _min_max([4.0, 3.0, 2.0]) == [1.0, 0.5, 0.0]
+
+
+def test_bm25_equals_the_fts_extensions_own_scoring(store: RunStore) -> None:
+    # BM25_SQL re-implements match_bm25 for speed; ranking and scores must be the same.
+    sel = selector(store)
+    for question in ("Which port does the server use?", "widget colours themes", "configure the widget server",
+                     "tomatoes in the allotment", "log journal"):
+        ours = [(c.chunk_id, round(c.score, 9)) for c in sel.bm25(question, None)]
+        reference = store.conn.execute(
+            "SELECT chunk_id, round(score, 9) FROM (SELECT chunk_id, url, ordinal, "
+            "fts_main_chunks.match_bm25(chunk_id, ?) AS score FROM chunks) WHERE score IS NOT NULL "
+            "ORDER BY score DESC, url, ordinal",
+            [" ".join(question.lower().replace("?", " ").split())],
+        ).fetchall()
+        assert ours == [tuple(r) for r in reference], question
+        assert ours, question
