@@ -215,6 +215,8 @@ class Selector:
         assert self.embedder is not None and self.embedding_model
         vector = self.embedder.embed([question], model=self.embedding_model)[0]
         dims = len(vector)
+        # Bound as JSON text and cast in SQL: DuckDB's Python client converts a list of floats value by
+        # value (with an import look-up each), 68 ms for 384 floats against 2 ms for the string.
         rows = self.conn.execute(
             f"""
             SELECT chunk_id, url, heading_path, text, token_estimate, score, ordinal FROM (
@@ -226,7 +228,7 @@ class Selector:
             ) ORDER BY score DESC, url, ordinal
             LIMIT $pool
             """,
-            {"q": vector, "model": self.embedding_model, "urls": scope, "pool": self.pool},
+            {"q": json.dumps(vector), "model": self.embedding_model, "urls": scope, "pool": self.pool},
         ).fetchall()
         terms = _stems(question)
         return [
