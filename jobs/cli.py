@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from jobs.errors import ConfigError, ExitCode, LLMUnavailableError, NothingToDoError, StoreError, WebqaError
+from jobs.errors import ConfigError, ExitCode, NothingToDoError, StoreError, WebqaError
 
 DEFAULT_DB = os.environ.get("WEBQA_DB", "webqa.duckdb")
 
@@ -305,7 +305,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     from crawler.urllist import normalise_url
     from jobs.answer import AskSettings, QuestionAnswerer, QuestionSpec
-    from jobs.llm import OllamaClient, OllamaSettings
+    from jobs.llm import OllamaSettings, connect
     from jobs.report import outcome_json
     from jobs.select import Selector
     from pipelines.store import RunStore
@@ -320,28 +320,14 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if not Path(args.db).exists():
         # Opening it would create an empty database only to report that it holds nothing.
         raise StoreError(f"{args.db}: no such database; run `webqa crawl URL… --db {args.db}` first, or pass --db")
-    settings = OllamaSettings(model=args.model, embedding_model=args.embedding_model)
-    client = OllamaClient(settings)
     answerer = args.answerer
-    llm = embedder = None
-    wants_embeddings = args.method in ("embedding", "hybrid")
-    # Why embedding selection cannot be used; the selection's notice says it once, with the fix.
-    embedding_unavailable = None
-    if wants_embeddings or (answerer == "llm" and not args.dry_run):
-        try:
-            client.ping()
-            if answerer == "llm" and not args.dry_run:
-                client.ensure_model(args.model)
-                llm = client
-            if wants_embeddings:
-                embedder = client if client.has_model(args.embedding_model) else None
-                if embedder is None:
-                    embedding_unavailable = (f"embedding model {args.embedding_model} is not available on "
-                                             f"{client.host}; run `ollama pull {args.embedding_model}`")
-        except LLMUnavailableError as exc:
-            if answerer == "llm" and not args.dry_run:
-                raise
-            embedding_unavailable = str(exc)
+    chat = answerer == "llm" and not args.dry_run
+    access = connect(OllamaSettings(model=args.model, embedding_model=args.embedding_model),
+                     chat=chat, embeddings=args.method in ("embedding", "hybrid"))
+    if access.unreachable is not None and chat:
+        raise access.unreachable
+    # The selection's notice says once why embedding selection cannot be used, with the fix.
+    llm, embedder, embedding_unavailable = access.llm, access.embedder, access.embedding_unavailable
     with RunStore.open(args.db) as store:
         if store.count_chunks() == 0:
             raise NothingToDoError(f"{args.db} holds no chunks; run `webqa crawl URL… --db {args.db}` first")
@@ -397,7 +383,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from jobs.config import load_job
     from jobs.evaluate import EvalQuestion, evaluate, render_table, summarise
-    from jobs.llm import OllamaClient
+    from jobs.llm import connect
     from jobs.runner import ollama_settings
     from jobs.select import Selector
     from pipelines.store import RunStore
@@ -410,18 +396,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     methods = list(dict.fromkeys(args.method or ["keyword", "bm25", "embedding", "hybrid"]))
     if not Path(args.db).exists():
         raise StoreError(f"{args.db}: no such database; crawl the pages first (webqa crawl / webqa run)")
-    embedder = None
-    if any(m in ("embedding", "hybrid") for m in methods):
-        client = OllamaClient(ollama_settings(job))
-        try:
-            client.ping()
-            embedder = client if client.has_model(job.embedding_model) else None
-            reason = f"embedding model {job.embedding_model} is not available on {client.host}"
-        except LLMUnavailableError as exc:
-            reason = str(exc)
-        if embedder is None:
-            _notifier(args)(f"Notice: {reason}; leaving out embedding and hybrid")
-            methods = [m for m in methods if m not in ("embedding", "hybrid")] or ["bm25"]
+    access = connect(ollama_settings(job), chat=False,
+                     embeddings=any(m in ("embedding", "hybrid") for m in methods))
+    embedder = access.embedder
+    if access.embedding_unavailable:
+        _notifier(args)(f"Notice: {access.embedding_unavailable}; leaving out embedding and hybrid")
+        methods = [m for m in methods if m not in ("embedding", "hybrid")] or ["bm25"]
     with RunStore.open(args.db) as store:
         if store.count_chunks() == 0:
             raise NothingToDoError(f"{args.db} holds no chunks to evaluate")

@@ -378,3 +378,37 @@ def _parse_object(content: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
+
+
+@dataclass(frozen=True)
+class OllamaAccess:
+    """What one command can use of the Ollama server, decided once at start-up."""
+
+    llm: OllamaClient | None  # set when chat was asked for and the model is there
+    embedder: OllamaClient | None  # set when embeddings were asked for and the embedding model is there
+    embedding_unavailable: str | None  # why embedding selection cannot be used, with the fix
+    unreachable: LLMUnavailableError | None  # the server did not answer at all
+
+
+def connect(settings: OllamaSettings, *, chat: bool, embeddings: bool) -> OllamaAccess:
+    """Ping the server once and check the models a command needs.
+
+    A missing chat model raises ModelNotFoundError (every question would fail the same way); an
+    unreachable server is returned, not raised, because callers differ in what they fall back to.
+    """
+    if not (chat or embeddings):
+        return OllamaAccess(None, None, None, None)
+    client = OllamaClient(settings)
+    try:
+        client.ping()
+        llm = None
+        if chat:
+            client.ensure_model(settings.model)
+            llm = client
+        if embeddings and not client.has_model(settings.embedding_model):
+            model = settings.embedding_model
+            why = f"embedding model {model} is not available on {client.host}; run `ollama pull {model}`"
+            return OllamaAccess(llm, None, why, None)
+        return OllamaAccess(llm, client if embeddings else None, None, None)
+    except LLMUnavailableError as exc:
+        return OllamaAccess(None, None, str(exc), exc)

@@ -26,7 +26,7 @@ from jobs.config import JobConfig
 from jobs.errors import (DatabaseLockedError, ExitCode, LLMUnavailableError, ModelNotFoundError, NothingToDoError,
                          StoreError, WebqaError)
 from jobs.history import RunDiff, change_line, compare_runs, evidence_from_row, process_alive, render_diff
-from jobs.llm import OllamaClient, OllamaSettings
+from jobs.llm import OllamaSettings, connect
 from jobs.lock import RunLock
 from jobs.report import answer_row_json, markdown_report, outcome_json, write_csv, write_jsonl_line
 from jobs.select import Selector
@@ -198,34 +198,18 @@ def _answer_all(job: JobConfig, options: RunOptions, notify: Notify, crawl_run_i
                 crawl_line: str | None, resume: dict[str, Any] | None = None) -> RunResult:
     notices: list[str] = []
     answerer = options.answerer or job.answerer
-    llm: OllamaClient | None = None
-    embedder: OllamaClient | None = None
     method = job.selection.method
-    settings = ollama_settings(job)
-    needs_ollama = (answerer == "llm" and not options.dry_run) or method in ("embedding", "hybrid")
-    embedding_unavailable: str | None = None  # why embedding selection cannot be used, for each selection's notice
-    if needs_ollama:
-        client = OllamaClient(settings)
-        try:
-            client.ping()
-            if answerer == "llm" and not options.dry_run:
-                client.ensure_model(job.model)
-                llm = client
-            if method in ("embedding", "hybrid"):
-                embedder = client if client.has_model(job.embedding_model) else None
-            if embedder is None and method in ("embedding", "hybrid"):
-                embedding_unavailable = (f"embedding model {job.embedding_model} is not available on {client.host}; "
-                                         f"run `ollama pull {job.embedding_model}`")
-                notices.append(f"{embedding_unavailable}; selecting with bm25")
-        except LLMUnavailableError as exc:
-            embedding_unavailable = str(exc)
-            if answerer == "llm" and not options.dry_run:
-                if not job.fallback_extractive:
-                    raise
-                answerer = "extractive"
-                notices.append(f"{exc}; answering extractively (quoting the best sentences) instead")
-            elif method in ("embedding", "hybrid"):
-                notices.append(f"{exc}; selecting with bm25")
+    chat = answerer == "llm" and not options.dry_run
+    wants_embeddings = method in ("embedding", "hybrid")
+    access = connect(ollama_settings(job), chat=chat, embeddings=wants_embeddings)
+    if access.unreachable is not None and chat:
+        if not job.fallback_extractive:
+            raise access.unreachable
+        answerer = "extractive"
+        notices.append(f"{access.unreachable}; answering extractively (quoting the best sentences) instead")
+    elif wants_embeddings and access.embedding_unavailable:
+        notices.append(f"{access.embedding_unavailable}; selecting with bm25")
+    llm, embedder, embedding_unavailable = access.llm, access.embedder, access.embedding_unavailable
     for notice in notices:
         notify(f"Notice: {notice}")
 

@@ -285,3 +285,33 @@ def test_settings_defaults_are_independent() -> None:
     assert (a.model, a.embedding_model, a.timeout_s, a.max_attempts, a.embed_batch) == (
         "llama3.2:3b", "nomic-embed-text", 120.0, 4, 64,
     )
+
+
+def test_connect_reports_what_a_command_can_use(fake_ollama: FakeOllama) -> None:
+    from jobs.llm import connect
+
+    settings = OllamaSettings(host=fake_ollama.url, model="llama3.2:3b", embedding_model="nomic-embed-text")
+    both = connect(settings, chat=True, embeddings=True)
+    assert both.llm is not None and both.embedder is not None and both.unreachable is None
+
+    fake_ollama.models = {"llama3.2:3b"}
+    no_embed = connect(settings, chat=True, embeddings=True)
+    assert no_embed.llm is not None and no_embed.embedder is None
+    assert no_embed.embedding_unavailable is not None and "ollama pull nomic-embed-text" in no_embed.embedding_unavailable
+
+    fake_ollama.models = set()
+    with pytest.raises(ModelNotFoundError):
+        connect(settings, chat=True, embeddings=False)
+    assert connect(settings, chat=False, embeddings=False).llm is None
+
+
+def test_connect_returns_an_unreachable_server_instead_of_raising() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    from jobs.llm import connect
+
+    access = connect(OllamaSettings(host=f"http://127.0.0.1:{port}"), chat=True, embeddings=True)
+    assert isinstance(access.unreachable, LLMUnavailableError)
+    assert access.llm is None and access.embedder is None
+    assert access.embedding_unavailable == str(access.unreachable)
