@@ -194,16 +194,7 @@ class QuestionAnswerer:
 
     def _record(self, outcome: Outcome, attempt: Attempt) -> None:
         validation = attempt.validation
-        by_number = {s.number: s for s in attempt.sources}
-        citations = []
-        for check in validation.checks if validation else []:
-            source = by_number.get(check.source) if check.source is not None else None
-            citations.append({
-                "source": check.source, "quote": check.quote, "chunk_id": source.chunk_id if source else None,
-                "url": source.url if source else None, "heading": source.heading if source else None,
-                "valid": check.valid, "reason": check.reason, "matched": check.matched,
-                "similarity": round(check.similarity, 3),
-            })
+        citations = citation_records(attempt)
         data = attempt.data or {}
         row = {
             "run_id": self.run_id, "question_id": outcome.spec.id, "question": outcome.spec.question,
@@ -224,6 +215,21 @@ class QuestionAnswerer:
                 row, selection_rows(outcome.selection, attempt.packed, attempt.sources) if outcome.selection else [],
                 attempt.prompt, PROMPT_VERSION, attempt.raw_reply,
             )
+
+
+def citation_records(attempt: Attempt) -> list[dict[str, Any]]:
+    """Each citation check joined with the source it names: what is stored and reported."""
+    by_number = {s.number: s for s in attempt.sources}
+    records = []
+    for check in attempt.validation.checks if attempt.validation else []:
+        source = by_number.get(check.source) if check.source is not None else None
+        records.append({
+            "source": check.source, "quote": check.quote, "chunk_id": source.chunk_id if source else None,
+            "url": source.url if source else None, "heading": source.heading if source else None,
+            "valid": check.valid, "reason": check.reason, "matched": check.matched,
+            "similarity": round(check.similarity, 3),
+        })
+    return records
 
 
 def selection_rows(selection: Selection, packed: Packed, sources: Sequence[Source]) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from jobs.answer import Attempt, Outcome, candidate_dict, selection_rows
+from jobs.answer import Attempt, Outcome, candidate_dict, citation_records, selection_rows
 
 
 def outcome_json(outcome: Outcome) -> dict[str, Any]:
@@ -46,15 +46,11 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
 def _answer_fields(attempt: Attempt) -> dict[str, Any]:
     data = attempt.data or {}
     validation = attempt.validation
-    by_number = {s.number: s for s in attempt.sources}
-    citations = []
-    for check in validation.checks if validation else []:
-        source = by_number.get(check.source) if check.source is not None else None
-        citations.append({
-            "source": check.source, "quote": check.quote, "valid": check.valid, "reason": check.reason,
-            "url": source.url if source else None, "heading_path": source.heading if source else None,
-            "chunk_id": source.chunk_id if source else None,
-        })
+    citations = [
+        {"source": c["source"], "quote": c["quote"], "valid": c["valid"], "reason": c["reason"], "url": c["url"],
+         "heading_path": c["heading"], "chunk_id": c["chunk_id"]}
+        for c in citation_records(attempt)
+    ]
     return {
         "answer_id": attempt.answer_id,
         "answer": data.get("answer"),
