@@ -39,6 +39,8 @@ class AskSettings:
     answerer: str = "llm"  # llm | extractive
     dry_run: bool = False
     model: str | None = None
+    # Below this best cosine similarity (embedding/hybrid) the sources cannot answer: say so without the LLM.
+    min_similarity: float | None = None
 
 
 @dataclass(frozen=True)
@@ -155,10 +157,14 @@ class QuestionAnswerer:
         outcome.final = attempt if number == 1 else outcome.final
         if self.settings.dry_run:
             return attempt
-        if not sources:
-            # Nothing was selected: asking a model to answer from no sources can only invent.
-            attempt.answerer = "none"
+        floor = similarity_floor_reason(outcome.selection, self.settings.min_similarity)
+        if not sources or floor:
+            # Nothing was selected, or nothing close enough: asking a model to answer from such sources
+            # can only invent (or spend a minute of GPU saying "Not enough information").
+            attempt.answerer = "none" if not sources else "threshold"
             attempt.data = {"answer": NOT_ENOUGH_INFORMATION, "citations": [], "confidence": "low"}
+            if floor:
+                outcome.notice = "; ".join(n for n in (outcome.notice, floor) if n)
         elif self.answerer == "extractive":
             attempt.data = answer_extractively(outcome.spec.question, sources)
         else:
@@ -258,9 +264,24 @@ def candidate_dict(candidate: Candidate) -> dict[str, Any]:
     }
 
 
+def similarity_floor_reason(selection: Selection, min_similarity: float | None) -> str | None:
+    """Why the question is answered "Not enough information" without the LLM, or None to ask it.
+
+    Only embedding and hybrid selections carry a similarity; after a fallback to bm25 the floor cannot
+    be applied and the LLM is asked as usual.
+    """
+    if min_similarity is None or selection.method_used not in ("embedding", "hybrid"):
+        return None
+    best = selection.best_similarity
+    if best is not None and best >= min_similarity:
+        return None
+    shown = "no chunk" if best is None else f"{best:.3f}"
+    return f"best similarity {shown} is below min_similarity {min_similarity:g}: not asking the LLM"
+
+
 def _retry_reason(attempt: Attempt) -> str | None:
     validation = attempt.validation
-    if attempt.data is None or validation is None or attempt.answerer == "none":
+    if attempt.data is None or validation is None or attempt.answerer in ("none", "threshold"):
         return None
     if validation.not_enough_information:
         return "not enough information"

@@ -31,6 +31,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _similarity(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
+    return value
+
+
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -195,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--embedding-model", default="nomic-embed-text", help="Ollama embedding model")
     ask.add_argument("--answerer", choices=("llm", "extractive"), default="llm")
     ask.add_argument("--no-retry", action="store_true", help="do not retry with a wider selection")
+    ask.add_argument("--min-similarity", type=_similarity, default=None, metavar="X",
+                     help="embedding/hybrid: below this best cosine, answer Not enough information without the LLM")
     ask.add_argument("--json", action="store_true", help="print one JSON object (selection, prompt, answer)")
     ask.add_argument("--dry-run", action="store_true", help="call no LLM: show the selection and the exact prompt")
     ask.set_defaults(handler=cmd_ask)
@@ -336,7 +348,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         selector = Selector(store.conn, embedder=embedder, embedding_model=args.embedding_model if embedder else None,
                             ensure_fts=store.load_fts, embedding_unavailable=embedding_unavailable)
         ask = AskSettings(method=args.method, top_k=max(1, args.top_k), token_budget=max(1, args.budget),
-                          retry_wider=not args.no_retry, answerer=answerer, dry_run=args.dry_run, model=args.model)
+                          retry_wider=not args.no_retry, answerer=answerer, dry_run=args.dry_run, model=args.model,
+                          min_similarity=args.min_similarity)
         outcome = QuestionAnswerer(store, selector, llm, ask).answer(
             QuestionSpec("ask", args.question, tuple(urls) if urls else None))
     obj = outcome_json(outcome)

@@ -423,6 +423,11 @@ class SelectionConfig(_Model):
     retry_wider: StrictBool = Field(
         True, description="Ask once more with more chunks on NEI/low confidence/failed citations."
     )
+    min_similarity: float | None = Field(
+        None, gt=0, le=1,
+        description="embedding/hybrid: below this best cosine, answer NEI without the LLM (model-specific; "
+        "`webqa eval` suggests one).",
+    )
 
 
 class OutputConfig(_Model):

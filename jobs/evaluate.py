@@ -8,6 +8,7 @@ method and how many questions were lost at cleaning, at chunking and at selectio
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -63,6 +64,8 @@ class QuestionFunnel:
     answer_chunks: list[str]
     ranks: dict[str, int | None] = field(default_factory=dict)  # method → 1-based rank of first answer chunk
     best_scores: dict[str, float | None] = field(default_factory=dict)
+    # method → the best embedding cosine among its candidates (embedding and hybrid only)
+    best_similarity: dict[str, float | None] = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)
 
     @property
@@ -115,6 +118,8 @@ def evaluate(selector: Selector, conn: Any, questions: Sequence[EvalQuestion], m
             if selection.notice:
                 funnel.notices.append(selection.notice)
             funnel.best_scores[method] = selection.candidates[0].score if selection.candidates else None
+            if selection.method_used in ("embedding", "hybrid"):
+                funnel.best_similarity[method] = selection.best_similarity
             funnel.ranks[method] = next((c.rank for c in selection.candidates if c.chunk_id in wanted), None)
         funnels.append(funnel)
     return funnels
@@ -135,8 +140,33 @@ def summarise(funnels: Sequence[QuestionFunnel], methods: Sequence[str], k: int 
         row["questions"] = len(answerable)
         row["best_score_answerable_median"] = _median(answered)
         row["best_score_unanswerable_median"] = _median(unanswerable)
+        floor = similarity_floor(funnels, method)
+        if floor is not None:
+            row["min_similarity"] = floor
         summary[method] = row
     return summary
+
+
+def similarity_floor(funnels: Sequence[QuestionFunnel], method: str) -> dict[str, Any] | None:
+    """The highest ``min_similarity`` that answers no answerable question "Not enough information" unasked.
+
+    Returns the suggested value (the lowest best similarity among answerable questions, rounded down to
+    two decimals) and how many unanswerable questions it would answer without the LLM; None when the
+    method has no similarities or the set has no answerable question.
+    """
+    answerable = [f.best_similarity.get(method) for f in funnels if f.answerable]
+    unanswerable = [f.best_similarity.get(method) for f in funnels if not f.answerable]
+    known = [s for s in answerable if s is not None]
+    if not known or len(known) < len(answerable):
+        return None
+    value = math.floor(min(known) * 100) / 100
+    return {
+        "value": value,
+        "unanswerable_skipped": sum(1 for s in unanswerable if s is not None and s < value),
+        "unanswerable": len(unanswerable),
+        "answerable_lowest": round(min(known), 4),
+        "unanswerable_highest": round(max((s for s in unanswerable if s is not None), default=0.0), 4) if unanswerable else None,
+    }
 
 
 def _median(values: Sequence[float | None]) -> float | None:
@@ -176,4 +206,13 @@ def render_table(funnels: Sequence[QuestionFunnel], summary: dict[str, dict[str,
         s = summary[m]
         lines.append(f"{m:<10} {s['recall@1']:>6.3f} {s['recall@3']:>6.3f} {s['recall@5']:>6.3f} {s['mrr']:>6.3f}  "
                      f"{s['lost_at_fetch']:>14} {s['lost_at_cleaning']:>8} {s['lost_at_chunking']:>8} {s['lost_at_selection']:>9}")
+    for m in methods:
+        floor = summary[m].get("min_similarity")
+        if floor and floor["unanswerable"]:
+            lines.append(
+                f"{m}: selection.min_similarity {floor['value']:.2f} keeps every answerable question "
+                f"(lowest best similarity {floor['answerable_lowest']:.3f}) and answers "
+                f"{floor['unanswerable_skipped']} of {floor['unanswerable']} unanswerable questions without the LLM "
+                f"(their highest: {floor['unanswerable_highest']:.3f})"
+            )
     return "\n".join(lines)

@@ -234,7 +234,7 @@ def _answer_all(job: JobConfig, options: RunOptions, notify: Notify, crawl_run_i
         previous_run_id = run_row.get("previous_run_id")
         ask = AskSettings(method=method, top_k=job.selection.top_k, token_budget=job.selection.token_budget,
                           retry_wider=job.selection.retry_wider, answerer=answerer, dry_run=options.dry_run,
-                          model=job.model)
+                          model=job.model, min_similarity=job.selection.min_similarity)
         answerer_obj = QuestionAnswerer(store, selector, llm, ask, run_id=run_id)
         out_dir = (options.out_dir or job.output.dir) / f"run-{run_id}"
         try:

@@ -76,6 +76,12 @@ class Selection:
     candidates: list[Candidate]
     notice: str | None = None
 
+    @property
+    def best_similarity(self) -> float | None:
+        """The highest embedding cosine among the candidates; None when no embedding list was used."""
+        scores = [c.embedding_score for c in self.candidates if c.embedding_score is not None]
+        return max(scores) if scores else None
+
 
 @dataclass
 class Packed:

@@ -146,7 +146,7 @@ CREATE TABLE IF NOT EXISTS answers (
     not_enough_info BOOLEAN,
     failed_citations INTEGER,
     valid_json BOOLEAN,
-    answerer VARCHAR,
+    answerer VARCHAR,                      -- llm | extractive | none (nothing selected) | threshold (below min_similarity)
     model VARCHAR,
     method VARCHAR,
     latency_s DOUBLE,

@@ -148,6 +148,37 @@ def test_hybrid_falls_back_to_bm25_when_the_embedding_model_is_missing(db: Path,
     assert llm.requests_to("/api/embed") == []
 
 
+def test_min_similarity_answers_not_enough_information_without_the_llm(db: Path, llm: FakeOllama) -> None:
+    asked = ask_json(db, PORT_Q, "--method", "hybrid", host=llm.url)
+    best = max(c["embedding_score"] for c in asked["chunks"] if c["embedding_score"] is not None)
+    assert asked["answerer"] == "llm" and len(llm.requests_to("/api/chat")) == 1
+
+    # Just above the best similarity: the sources are deemed too far from the question.
+    floor = f"{min(1.0, best + 0.001):.4f}"
+    done = ask(db, PORT_Q, "--method", "hybrid", "--min-similarity", floor, "--json", host=llm.url)
+    assert done.returncode == 0, done.stderr
+    gated = json.loads(done.stdout)
+    assert gated["answer"] == "Not enough information" and gated["answerer"] == "threshold"
+    assert gated["citations"] == [] and gated["attempt"] == 1  # no wider retry either
+    assert f"below min_similarity {float(floor):g}" in gated["notice"] and f"{best:.3f}" in gated["notice"]
+    assert len(llm.requests_to("/api/chat")) == 1  # the LLM was not asked again
+    stored = rows(db, "SELECT answerer, not_enough_info FROM answers WHERE answer_id = ?", [gated["answer_id"]])
+    assert stored == [{"answerer": "threshold", "not_enough_info": True}]
+
+    # Just below it, the LLM answers as before; with bm25 there is no similarity to hold it to.
+    below = ask_json(db, PORT_Q, "--method", "hybrid", "--min-similarity", f"{best - 0.001:.4f}", host=llm.url)
+    assert below["answerer"] == "llm" and below["grounded"] is True
+    plain = ask_json(db, PORT_Q, "--method", "bm25", "--min-similarity", "1", host=llm.url)
+    assert plain["answerer"] == "llm" and plain["grounded"] is True and plain["notice"] is None
+    assert len(llm.requests_to("/api/chat")) == 3
+
+
+def test_min_similarity_must_be_a_fraction(db: Path) -> None:
+    done = ask(db, PORT_Q, "--min-similarity", "1.5")
+    assert done.returncode == 2 and "expected a number between 0 and 1" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_ask_with_ollama_down_is_one_error_line(db: Path) -> None:
     host = f"http://127.0.0.1:{free_port()}"
     done = ask(db, PORT_Q, "--method", "bm25", host=host)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,3 +154,42 @@ def test_render_table_names_the_loss_per_method_and_fits_long_ids(db: Path) -> N
     assert rows["a-rather-long-question-identifier"].split()[-1] == "1"  # nothing lost: no stage named
     assert rows["tomato"].endswith(" bm25=selection keyword=selection")  # every method is named, not the first
     assert rows["cleaning"].endswith(" cleaning")
+
+
+class _FixedEmbedder:
+    """Vectors chosen so that every cosine in the test is known: the chunks are two axes."""
+
+    VECTORS = {
+        "server port": [1.0, 0.0, 0.0],
+        "Tomatoes grow": [0.0, 1.0, 0.0],
+        "Which port": [1.0, 0.0, 0.0],  # best similarity 1.0 (the server chunk)
+        "Where do tomatoes": [0.56, 0.83, 0.0],  # best ≈ .829 (the garden chunk)
+        "capital of France": [0.5, 0.5, 0.7071],  # best .5: the pages cannot answer it
+    }
+
+    def embed(self, texts: Any, *, model: str | None = None) -> list[list[float]]:
+        return [next(v for key, v in self.VECTORS.items() if key in text) for text in texts]
+
+
+def test_eval_suggests_the_highest_min_similarity_that_keeps_every_answerable_question(db: Path) -> None:
+    questions = [
+        EvalQuestion("port", "Which port does the server use?", ("server port is 8080",), URL),
+        EvalQuestion("tomato", "Where do tomatoes grow well?", ("tomatoes grow well",), URL),
+        EvalQuestion("none-x", "What is the capital of France?", ()),
+    ]
+    with RunStore.open(db) as store:
+        selector = Selector(store.conn, embedder=_FixedEmbedder(), embedding_model="fixed", ensure_fts=store.load_fts)
+        funnels = evaluate(selector, store.conn, questions, ["bm25", "embedding"])
+    tomato_best = 0.83 / math.hypot(0.56, 0.83)
+    assert [round(f.best_similarity["embedding"], 3) for f in funnels] == [1.0, round(tomato_best, 3), 0.5]
+    assert all("bm25" not in f.best_similarity for f in funnels)  # bm25 has no similarity to offer
+
+    summary = summarise(funnels, ["bm25", "embedding"])
+    assert "min_similarity" not in summary["bm25"]
+    floor = summary["embedding"]["min_similarity"]
+    assert floor["value"] == 0.82  # rounded down: a floor of .83 would silence the tomato question
+    assert (floor["unanswerable_skipped"], floor["unanswerable"]) == (1, 1)
+    assert floor["unanswerable_highest"] == 0.5
+    table = render_table(funnels, summary, ["bm25", "embedding"])
+    assert "embedding: selection.min_similarity 0.82 keeps every answerable question" in table
+    assert "answers 1 of 1 unanswerable questions without the LLM" in table

@@ -445,6 +445,22 @@ def test_not_enough_information_is_retried_once_and_counted(tmp_path: Path, db: 
     assert "not enough information: 1" in report
 
 
+def test_min_similarity_in_the_job_answers_without_the_llm(tmp_path: Path, db: Path, llm: FakeOllama) -> None:
+    # No chunk is the question itself, so no similarity reaches 1: every question is below the floor.
+    text = job_yaml(["port", {"id": "roof", "question": UNANSWERABLE}], method="hybrid").replace(
+        "  token_budget: 1000\n", "  token_budget: 1000\n  min_similarity: 1\n")
+    done = run_job(tmp_path, write_job(tmp_path, text), db, host=llm.url)
+
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"done: 2/2 answered \(0 grounded, 2 not enough information\), 0 failed", done.stdout)
+    assert llm.requests_to("/api/chat") == [] and llm.requests_to("/api/embed")
+    answers = rows(db, "SELECT question_id, answerer, attempt, answer FROM answers ORDER BY question_id")
+    assert [(a["question_id"], a["answerer"], a["attempt"]) for a in answers] == [("port", "threshold", 1),
+                                                                                 ("roof", "threshold", 1)]
+    results = read_jsonl(run_dir(tmp_path) / "answers.jsonl")
+    assert all("below min_similarity 1" in r["notice"] for r in results)
+
+
 def test_retry_wider_false_asks_once(tmp_path: Path, db: Path, llm: FakeOllama) -> None:
     text = job_yaml([{"id": "roof", "question": UNANSWERABLE}]).replace(
         "  token_budget: 1000\n", "  token_budget: 1000\n  retry_wider: false\n")
