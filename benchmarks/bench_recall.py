@@ -93,7 +93,7 @@ def load_devset(netloc: str) -> Devset:
         urls = job.require_urls()
     questions = [
         EvalQuestion(q.id, q.question, tuple(q.expect), str(q.url) if q.url else None,
-                     tuple(str(u) for u in q.urls) if q.urls else None)
+                     tuple(str(u) for u in q.urls) if q.urls else None, tuple(str(u) for u in q.also_urls))
         for q in job.questions
     ]
     return Devset(job.name, urls, questions)
@@ -154,25 +154,38 @@ def check_devset(devset: Devset) -> tuple[list[str], list[str]]:
         if not q.expect or not q.url:
             problems.append(f"{q.id}: an answerable question needs url and expect (or an id starting none-)")
             continue
-        if not 1 <= len(q.expect) <= 3:
-            problems.append(f"{q.id}: give 1-3 expect phrases, not {len(q.expect)}")
+        if not 1 <= len(q.expect) <= 3 + len(q.also_urls):
+            problems.append(f"{q.id}: give 1-3 expect phrases (one more per also_urls page), not {len(q.expect)}")
         if q.url not in listed:
             problems.append(f"{q.id}: {urlsplit(q.url).path} is not in urls.txt")
         path = corpus_file(q.url)
         if not path.is_file():
             problems.append(f"{q.id}: {urlsplit(q.url).path} is not a page of the manual")
             continue
-        if q.url not in cache:
-            raw = path.read_bytes()
-            cache[q.url] = (normalise(page_text(raw)), normalise(html_text(raw.decode("utf-8", "replace"))))
-        text, evaluator_text = cache[q.url]
+        pages = [q.url]
+        for also in q.also_urls:
+            if also not in listed or not corpus_file(also).is_file():
+                problems.append(f"{q.id}: also_urls {urlsplit(also).path} is not a devset page of the manual")
+            else:
+                pages.append(also)
+        texts = {}
+        for url in pages:
+            if url not in cache:
+                raw = corpus_file(url).read_bytes()
+                cache[url] = (normalise(page_text(raw)), normalise(html_text(raw.decode("utf-8", "replace"))))
+            texts[url] = cache[url]
         for phrase in q.expect:
             if len(phrase.split()) > 25:
                 warnings.append(f"{q.id}: expect phrase of {len(phrase.split())} words is not short")
-            if normalise(phrase) not in text:
-                problems.append(f"{q.id}: expect phrase not in {urlsplit(q.url).path}: {phrase!r}")
-            elif not contains_any(evaluator_text, [phrase]):
+            where = [url for url, (text, _) in texts.items() if normalise(phrase) in text]
+            if not where:
+                problems.append(f"{q.id}: expect phrase in none of its pages: {phrase!r}")
+            elif not any(contains_any(texts[url][1], [phrase]) for url in where):
                 warnings.append(f"{q.id}: {phrase!r}")
+        for url in pages:
+            # Every answering page must hold a phrase, or its chunks could never count.
+            if not any(normalise(phrase) in texts[url][0] for phrase in q.expect):
+                problems.append(f"{q.id}: no expect phrase is in {urlsplit(url).path}")
     return problems, warnings
 
 

@@ -402,8 +402,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from pipelines.store import RunStore
 
     job = load_job(args.questions)
-    questions = [EvalQuestion(q.id, q.question, tuple(q.expect), q.url, tuple(q.urls) if q.urls else None)
-                 for q in job.questions]
+    questions = [EvalQuestion(q.id, q.question, tuple(q.expect), q.url, tuple(q.urls) if q.urls else None,
+                              tuple(q.also_urls)) for q in job.questions]
     if not any(q.expect for q in questions):
         raise ConfigError(f"{args.questions}: no question has `expect` phrases; eval needs them to know what a right chunk contains")
     methods = list(dict.fromkeys(args.method or ["keyword", "bm25", "embedding", "hybrid"]))

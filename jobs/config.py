@@ -402,6 +402,10 @@ class Question(_Model):
         default_factory=list, description="Phrases a correct answer contains (evaluation)."
     )
     url: HttpUrl | None = Field(None, description="The page that answers it (evaluation).")
+    also_urls: list[HttpUrl] = Field(
+        default_factory=list,
+        description="Other pages that answer it too (evaluation): their chunks with an expect phrase count.",
+    )
 
     @field_validator("urls")
     @classmethod

@@ -54,6 +54,8 @@ class EvalQuestion:
     expect: tuple[str, ...]
     url: str | None = None
     urls: tuple[str, ...] | None = None
+    # Other pages that answer it as well: a chunk there with an expect phrase is also a right chunk.
+    also_urls: tuple[str, ...] = ()
 
 
 @dataclass
@@ -104,8 +106,8 @@ def evaluate(selector: Selector, conn: Any, questions: Sequence[EvalQuestion], m
                 in_html = contains_any(html_text(row[1] or ""), q.expect) if row[1] is not None else None
         answer_chunks: list[str] = []
         if q.expect:
-            scope_sql = "WHERE url = ?" if q.url else ""
-            params = [q.url] if q.url else []
+            scope_sql = "WHERE list_contains(?, url)" if q.url else ""
+            params = [[q.url, *q.also_urls]] if q.url else []
             for chunk_id, heading, text in conn.execute(
                 f"SELECT chunk_id, heading_path, text FROM chunks {scope_sql} ORDER BY url, ordinal", params
             ).fetchall():

@@ -193,3 +193,23 @@ def test_eval_suggests_the_highest_min_similarity_that_keeps_every_answerable_qu
     table = render_table(funnels, summary, ["bm25", "embedding"])
     assert "embedding: selection.min_similarity 0.82 keeps every answerable question" in table
     assert "answers 1 of 1 unanswerable questions without the LLM" in table
+
+
+def test_chunks_of_also_urls_pages_count_as_right_chunks(db: Path) -> None:
+    faq, other = "http://docs.test/faq", "http://docs.test/other"
+    with RunStore.open(db) as store:
+        for url, chunk_id, text in ((faq, "c-faq", "Yes: port 8080 is the default for the server."),
+                                    (other, "c-other", "A copy: port 8080 is the default, says this page.")):
+            record = PageRecord(url=url, final_url=url, status=200, fetched_at=utcnow(), content_type="text/html",
+                                etag=None, last_modified=None, content_hash=chunk_id, title="FAQ", lang="en",
+                                extractor="main", html_bytes=len(text), text_bytes=len(text), text=text, html=text)
+            store.save_page(record, [Chunk(chunk_id, 0, ("FAQ",), text, estimate_tokens(text), chunk_id)],
+                            crawl_run_id=None)
+        store.rebuild_fts()
+        question = EvalQuestion("port", "Which port does the server use?",
+                                ("server port is 8080", "port 8080 is the default"), URL, also_urls=(faq,))
+        [funnel] = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store.conn, [question], ["bm25"])
+    # The other page holds the phrase too, but only the pages named in the question answer it.
+    assert funnel.answer_chunks == ["c-faq", "c-server"]
+    assert (funnel.in_html, funnel.in_text) == (True, True)  # the funnel stages still read `url`
+    assert funnel.ranks["bm25"] is not None
