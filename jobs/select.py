@@ -27,7 +27,7 @@ import duckdb
 
 from jobs.errors import LLMError, WebqaError
 from jobs.extractive import content_words, stem
-from pipelines.store import embed_text
+from pipelines.store import EMBED_SCHEME, embed_windows, insert_rows, text_key
 
 log = logging.getLogger(__name__)
 
@@ -223,18 +223,25 @@ class Selector:
         dims = len(vector)
         # Bound as JSON text and cast in SQL: DuckDB's Python client converts a list of floats value by
         # value (with an import look-up each), 68 ms for 384 floats against 2 ms for the string.
+        # A chunk scores as its best window (pipelines.store.embed_windows).
         rows = self.conn.execute(
             f"""
-            SELECT chunk_id, url, heading_path, text, token_estimate, score, ordinal FROM (
-                SELECT c.chunk_id, c.url, c.ordinal, c.heading_path, c.text, c.token_estimate,
-                       array_cosine_similarity(e.vector::FLOAT[{dims}], $q::FLOAT[{dims}]) AS score
-                FROM chunks c JOIN embeddings e
-                  ON e.model = $model AND e.embed_key = c.embed_key AND e.dims = {dims}
-                WHERE ($urls IS NULL OR list_contains($urls, c.url))
-            ) ORDER BY score DESC, url, ordinal
+            WITH best AS (
+                SELECT w.embed_key,
+                       max(array_cosine_similarity(e.vector::FLOAT[{dims}], $q::FLOAT[{dims}])) AS score
+                FROM chunk_windows w JOIN embeddings e
+                  ON e.model = $model AND e.embed_key = w.window_key AND e.dims = {dims}
+                WHERE w.scheme = $scheme
+                GROUP BY w.embed_key
+            )
+            SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, b.score, c.ordinal
+            FROM chunks c JOIN best b USING (embed_key)
+            WHERE ($urls IS NULL OR list_contains($urls, c.url))
+            ORDER BY b.score DESC, c.url, c.ordinal
             LIMIT $pool
             """,
-            {"q": json.dumps(vector), "model": self.embedding_model, "urls": scope, "pool": self.pool},
+            {"q": json.dumps(vector), "model": self.embedding_model, "urls": scope, "pool": self.pool,
+             "scheme": EMBED_SCHEME},
         ).fetchall()
         terms = _stems(question)
         return [
@@ -280,24 +287,47 @@ class Selector:
         return True
 
     def embed_missing(self, scope: list[str] | None = None, batch: int = 256) -> int:
-        """Embed every chunk in scope that has no vector for the model yet; returns how many."""
+        """Embed every window of the chunks in scope that has no vector for the model yet; returns how many."""
         assert self.embedder is not None and self.embedding_model
+        self._add_windows(scope)
         rows = self.conn.execute(
             f"""
-            SELECT embed_key, any_value(heading_path), any_value(text) FROM chunks
-            WHERE {_SCOPE}
-              AND embed_key NOT IN (SELECT embed_key FROM embeddings WHERE model = $model)
-            GROUP BY embed_key ORDER BY embed_key
+            SELECT w.window_key, arg_min(w.part, c.embed_key), arg_min(c.heading_path, c.embed_key),
+                   arg_min(c.text, c.embed_key)
+            FROM chunk_windows w JOIN chunks c USING (embed_key)
+            WHERE w.scheme = $scheme AND ($urls IS NULL OR list_contains($urls, c.url))
+              AND w.window_key NOT IN (SELECT embed_key FROM embeddings WHERE model = $model)
+            GROUP BY w.window_key ORDER BY w.window_key
             """,
-            {"urls": scope, "model": self.embedding_model},
+            {"urls": scope, "model": self.embedding_model, "scheme": EMBED_SCHEME},
         ).fetchall()
         for start in range(0, len(rows), batch):
             part = rows[start : start + batch]
-            vectors = self.embedder.embed([embed_text(h, t) for _k, h, t in part], model=self.embedding_model)
-            self._insert_vectors([key for key, _h, _t in part], vectors)
+            texts = [embed_windows(heading, text)[index] for _key, index, heading, text in part]
+            vectors = self.embedder.embed(texts, model=self.embedding_model)
+            self._insert_vectors([key for key, _i, _h, _t in part], vectors)
         if rows:
-            log.info("Embedded %d chunks with %s", len(rows), self.embedding_model)
+            log.info("Embedded %d chunk windows with %s", len(rows), self.embedding_model)
         return len(rows)
+
+    def _add_windows(self, scope: list[str] | None) -> None:
+        """Record the windows of chunks in scope that have none under the current scheme."""
+        chunks = self.conn.execute(
+            f"""
+            SELECT embed_key, any_value(heading_path), any_value(text) FROM chunks
+            WHERE {_SCOPE}
+              AND embed_key NOT IN (SELECT embed_key FROM chunk_windows WHERE scheme = $scheme)
+            GROUP BY embed_key ORDER BY embed_key
+            """,
+            {"urls": scope, "scheme": EMBED_SCHEME},
+        ).fetchall()
+        rows = [
+            (key, EMBED_SCHEME, index, text_key(window))
+            for key, heading, text in chunks
+            for index, window in enumerate(embed_windows(heading, text))
+        ]
+        if rows:
+            insert_rows(self.conn, "INSERT OR IGNORE INTO chunk_windows VALUES", rows)
 
     def _insert_vectors(self, keys: list[str], vectors: list[list[float]]) -> None:
         # Binding thousands of float lists as parameters takes minutes; a bulk read of a temporary

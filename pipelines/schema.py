@@ -86,8 +86,8 @@ CREATE TABLE IF NOT EXISTS fetch_log (
     reason VARCHAR NOT NULL
 );
 
--- Embedding cache: a chunk's text is embedded once per model, ever. Keyed by chunks.embed_key, not chunk id,
--- so a page that moves or repeats text costs nothing. Vectors keep their model's length (FLOAT[]);
+-- Embedding cache: a text (a chunk's window, see chunk_windows) is embedded once per model, ever. Keyed by
+-- the sha256 of the embedded text, not by chunk id, so a page that moves or repeats text costs nothing. Vectors keep their model's length (FLOAT[]);
 -- queries cast to FLOAT[dims] for array_cosine_similarity.
 CREATE TABLE IF NOT EXISTS embeddings (
     model VARCHAR NOT NULL,
@@ -95,6 +95,17 @@ CREATE TABLE IF NOT EXISTS embeddings (
     dims INTEGER NOT NULL,
     vector FLOAT[] NOT NULL,
     PRIMARY KEY (model, embed_key)
+);
+
+-- The windows a chunk is embedded as (pipelines.store.embed_windows), per windowing scheme: window_key is
+-- the embeddings.embed_key of the window's text (for a one-window chunk, the chunk's own embed_key).
+-- A chunk's embedding score is its best window's.
+CREATE TABLE IF NOT EXISTS chunk_windows (
+    embed_key VARCHAR NOT NULL,
+    scheme VARCHAR NOT NULL,
+    part INTEGER NOT NULL,                 -- 0, 1, … in the chunk's word order
+    window_key VARCHAR NOT NULL,
+    PRIMARY KEY (embed_key, scheme, part)
 );
 
 CREATE SEQUENCE IF NOT EXISTS run_ids START 1;

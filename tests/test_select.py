@@ -11,7 +11,8 @@ import pytest
 from jobs.errors import LLMError, WebqaError
 from jobs.select import HEADING_BOOST, Candidate, Selector, _min_max, pack, question_keywords
 from pipelines.chunk import Chunk, estimate_tokens
-from pipelines.store import PageRecord, RunStore, utcnow
+from pipelines.store import (EMBED_SCHEME, EMBED_WINDOW_WORDS, PageRecord, RunStore, embed_key, embed_text,
+                             embed_windows, text_key, utcnow)
 
 # --------------------------------------------------------------------------------------------
 # pack
@@ -308,3 +309,48 @@ def test_bm25_equals_the_fts_extensions_own_scoring(store: RunStore) -> None:
         ).fetchall()
         assert ours == [tuple(r) for r in reference], question
         assert ours, question
+
+
+# --------------------------------------------------------------------------------------------
+# embedding windows: a long chunk is embedded in parts and scores as its best part
+
+
+def test_embed_windows_cover_the_text_in_overlapping_parts() -> None:
+    assert embed_windows("Guide › Server", "short text") == [embed_text("Guide › Server", "short text")]
+    assert text_key(embed_text("H", "short")) == embed_key("H", "short")  # a one-window chunk keeps its key
+
+    words = [f"w{i}" for i in range(400)]
+    windows = embed_windows("Guide", "\n".join(words), words=150, overlap=30)
+    bodies = [w.split("\n\n", 1)[1].split() for w in windows]
+    assert all(w.startswith("Guide\n\n") for w in windows)
+    assert [len(b) for b in bodies] == [150] * len(bodies)
+    assert [b[0] for b in bodies] == ["w0", "w120", "w240", "w250"]  # the last part ends at the end
+    assert bodies[-1][-1] == "w399"
+    assert all(set(a) & set(b) for a, b in zip(bodies, bodies[1:]))  # consecutive parts overlap
+    assert sorted({w for b in bodies for w in b}, key=lambda w: int(w[1:])) == words
+
+
+def test_a_long_chunk_is_found_by_words_past_the_first_window(tmp_path: Path) -> None:
+    filler = " ".join(f"filler{i}" for i in range(EMBED_WINDOW_WORDS))
+    long_text = f"{filler} The journal keeps the widget server log."  # the clue is past the first window
+    sections = [(("Manual", "Long"), long_text), (("Manual", "Other"), "Tomatoes grow well in sunny corners.")]
+    embedder = WordEmbedder()
+    with RunStore.open(tmp_path / "windows.duckdb") as opened:
+        chunks = _chunks(A, sections)
+        opened.save_page(_page(A, chunks), chunks, crawl_run_id=None)
+        opened.rebuild_fts()
+        sel = selector(opened, embedder=embedder, embedding_model="m")
+        top = sel.select("journal", "embedding").candidates[0]
+        windows = embed_windows("Manual › Long", long_text)
+        assert len(windows) == 2 and "journal" not in windows[0] and "journal" in windows[1]
+        # Both parts of the long chunk and the short chunk are embedded, each once.
+        assert sorted(len(t) for t in embedder.calls[0]) == sorted(len(t) for t in [*windows, embed_text(
+            "Manual › Other", sections[1][1])])
+        assert heading_of(top) == "Long"
+        question, best = (embedder.embed([t])[0] for t in ("journal", windows[1]))
+        expected = sum(a * b for a, b in zip(question, best)) / (
+            sum(a * a for a in question) ** 0.5 * sum(b * b for b in best) ** 0.5)
+        assert top.embedding_score == pytest.approx(expected, rel=1e-5)  # the best window's cosine
+        assert sel.embed_missing() == 0  # nothing left to embed
+        stored = opened.conn.execute("SELECT count(*) FROM chunk_windows WHERE scheme = ?", [EMBED_SCHEME]).fetchone()
+        assert stored == (3,)
