@@ -5,9 +5,11 @@ deterministically: ties are broken by page URL and position in the page, never b
 
 - ``keyword``: the article's method. Keywords are the question's lower-case words longer than three
   letters minus stop words; score = keywords found in the chunk, +2 when one is in the heading path.
-- ``bm25``: DuckDB full-text search over the heading path and the text (Porter stemming).
-- ``embedding``: cosine similarity in DuckDB between Ollama embeddings; each chunk is embedded once
-  per model, ever (cached by the hash of the embedded text).
+- ``bm25``: Okapi BM25 over DuckDB's full-text index of the heading path and the text (Porter stemming);
+  heading terms count three times (``BM25_HEADING_WEIGHT``).
+- ``embedding``: cosine similarity in DuckDB between Ollama embeddings; a chunk is embedded as windows
+  of 150 words (models ignore what lies past their context) and scores as its best window; each text is
+  embedded once per model, ever (cached by its hash).
 - ``hybrid``: normalised score fusion of bm25 and embedding: each list's scores are min-max scaled to
   [0, 1] within the question's pool, and a chunk's score is the mean of the two (0 for a list that did
   not rank it). See ``HYBRID_BM25_WEIGHT`` for the measurement behind it.
@@ -46,6 +48,34 @@ HYBRID_BM25_WEIGHT = 0.5
 # How many candidates each method ranks; packing and the wider retry never need more.
 DEFAULT_POOL = 50
 HEADING_BOOST = 2
+
+# Okapi BM25 with the fts extension's formula (its match_bm25 macro), computed once per question over the
+# postings of the question's terms only. match_bm25 is a per-row macro that makes DuckDB scan every
+# posting for every question: 28 ms here against 14 ms at 5k chunks, with identical scores for the same
+# parameters (tests/test_select.py checks the equality). Store.rebuild_fts sorts the postings by term id
+# so that the scan for a few terms can skip the rest.
+#
+# Two changes. Stop words are dropped from the question before stemming (match_bm25 keeps their stems).
+# And a term in the heading path counts HEADING_WEIGHT times (BM25F-style field
+# weighting). Section titles name what a section is about ("Where to patch", "Generators"), and the page
+# title is in every chunk's path. With b = 0.5 (match_bm25: 0.75) long chunks, which hold most answers in
+# reference pages, are penalised less. Measured on the dev set (83 answerable questions, BENCHMARKS.md),
+# bm25 R@3 / R@5: k1 1.2, b .75, weight 1 (match_bm25) .627 / .711; weight 3 .651 / .735; b .5 .614 / .735;
+# weight 3 and b .5 .687 / .759. Hybrid (with embedding windows) is unchanged by them (.795 / .855).
+BM25_K1 = 1.2
+BM25_B = 0.5
+BM25_HEADING_WEIGHT = 3.0
+
+
+@dataclass(frozen=True)
+class Bm25Params:
+    k1: float = BM25_K1
+    b: float = BM25_B
+    heading_weight: float = BM25_HEADING_WEIGHT
+
+
+# The fts extension's own settings, for comparison (a heading term counts once).
+MATCH_BM25_PARAMS = Bm25Params(k1=1.2, b=0.75, heading_weight=1.0)
 
 
 class Embedder(Protocol):
@@ -136,11 +166,13 @@ class Selector:
         pool: int = DEFAULT_POOL,
         ensure_fts: Callable[[], None] | None = None,
         embedding_unavailable: str | None = None,
+        bm25_params: Bm25Params = Bm25Params(),
     ) -> None:
         self.conn = conn
         self.embedder = embedder
         self.embedding_model = embedding_model
         self.pool = pool
+        self.bm25_params = bm25_params
         self._ensure_fts = ensure_fts
         # Why embeddings cannot be used, when the caller already knows (e.g. the model is not pulled).
         self._embedding_error: str | None = embedding_unavailable
@@ -207,7 +239,9 @@ class Selector:
         if not query:
             return []
         try:
-            rows = self.conn.execute(BM25_SQL, {"q": query, "urls": scope, "pool": self.pool}).fetchall()
+            rows = self.conn.execute(BM25_SQL, {"q": query, "urls": scope, "pool": self.pool, "k1": self.bm25_params.k1,
+                                                "b": self.bm25_params.b,
+                                                "heading_weight": self.bm25_params.heading_weight}).fetchall()
         except duckdb.CatalogException:
             raise WebqaError("the full-text index is missing; run `webqa crawl` (or `webqa run`) once to build it") from None
         terms = _stems(question)
@@ -351,26 +385,24 @@ class Selector:
 
 _SCOPE = "($urls IS NULL OR list_contains($urls, url))"
 
-# Okapi BM25 with the fts extension's own constants and formula (its match_bm25 macro), computed once
-# per question over the postings of the question's terms only. match_bm25 is a per-row macro that makes
-# DuckDB scan every posting for every question: 28 ms here against 14 ms at 5k chunks, with identical
-# scores (tests/test_select.py checks the equality). Store.rebuild_fts sorts the postings by term id
-# so that the scan for a few terms can skip the rest.
-BM25_K1 = 1.2
-BM25_B = 0.75
-BM25_SQL = f"""
-WITH tokens AS (SELECT DISTINCT stem(unnest(fts_main_chunks.tokenize($q)), 'porter') AS t),
+BM25_SQL = """
+WITH words AS (SELECT unnest(fts_main_chunks.tokenize($q)) AS w),
+-- Stop words leave the question before stemming, as they left the text when it was indexed: match_bm25
+-- stems them too, and "are" became "ar", matching every AR and ARFLAGS of the sysconfig page.
+tokens AS (SELECT DISTINCT stem(w, 'porter') AS t FROM words WHERE w NOT IN (SELECT sw FROM fts_stopwords)),
 qterms AS (SELECT d.termid, d.df FROM fts_main_chunks.dict d JOIN tokens ON d.term = tokens.t),
 stats AS (SELECT num_docs, avgdl FROM fts_main_chunks.stats),
 tf AS (
-    SELECT termid, docid, count(*) AS tf FROM fts_main_chunks.terms
+    -- fieldid 0 is heading_path, the first column REBUILD_FTS indexes
+    SELECT termid, docid, sum(CASE WHEN fieldid = 0 THEN $heading_weight ELSE 1 END) AS tf
+    FROM fts_main_chunks.terms
     WHERE termid IN (SELECT termid FROM qterms) GROUP BY termid, docid
 ),
 scores AS (
     SELECT tf.docid,
            sum(log(((stats.num_docs - q.df) + 0.5) / (q.df + 0.5) + 1)
-               * (tf.tf * ({BM25_K1} + 1))
-               / (tf.tf + {BM25_K1} * ((1 - {BM25_B}) + {BM25_B} * (docs.len / stats.avgdl)))) AS score
+               * (tf.tf * ($k1 + 1))
+               / (tf.tf + $k1 * ((1 - $b) + $b * (docs.len / stats.avgdl)))) AS score
     FROM tf JOIN qterms q USING (termid) JOIN fts_main_chunks.docs docs USING (docid), stats
     GROUP BY tf.docid
 )

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from jobs.errors import LLMError, WebqaError
-from jobs.select import HEADING_BOOST, Candidate, Selector, _min_max, pack, question_keywords
+from jobs.select import (HEADING_BOOST, MATCH_BM25_PARAMS, Bm25Params, Candidate, Selector, _min_max, pack,
+                         question_keywords)
 from pipelines.chunk import Chunk, estimate_tokens
 from pipelines.store import (EMBED_SCHEME, EMBED_WINDOW_WORDS, PageRecord, RunStore, embed_key, embed_text,
                              embed_windows, text_key, utcnow)
@@ -295,20 +298,41 @@ def test_min_max_scaling() -> None:
     assert _min_max([4.0, 3.0, 2.0]) == [1.0, 0.5, 0.0]
 
 
-def test_bm25_equals_the_fts_extensions_own_scoring(store: RunStore) -> None:
-    # BM25_SQL re-implements match_bm25 for speed; ranking and scores must be the same.
-    sel = selector(store)
+@pytest.mark.parametrize("b", [0.75, 0.5])
+def test_bm25_equals_the_fts_extensions_own_scoring(store: RunStore, b: float) -> None:
+    # BM25_SQL re-implements match_bm25 for speed; with a heading term counting once, ranking and scores
+    # must be the same.
+    sel = selector(store, bm25_params=replace(MATCH_BM25_PARAMS, b=b))
     for question in ("Which port does the server use?", "widget colours themes", "configure the widget server",
                      "tomatoes in the allotment", "log journal"):
         ours = [(c.chunk_id, round(c.score, 9)) for c in sel.bm25(question, None)]
         reference = store.conn.execute(
             "SELECT chunk_id, round(score, 9) FROM (SELECT chunk_id, url, ordinal, "
-            "fts_main_chunks.match_bm25(chunk_id, ?) AS score FROM chunks) WHERE score IS NOT NULL "
+            "fts_main_chunks.match_bm25(chunk_id, ?, k := 1.2, b := ?) AS score FROM chunks) WHERE score IS NOT NULL "
             "ORDER BY score DESC, url, ordinal",
-            [" ".join(question.lower().replace("?", " ").split())],
+            [" ".join(question.lower().replace("?", " ").split()), b],
         ).fetchall()
         assert ours == [tuple(r) for r in reference], question
         assert ours, question
+
+
+def test_bm25_counts_a_heading_term_heading_weight_times(store: RunStore) -> None:
+    # "gardens" is only in one chunk's heading path: its term frequency there is the heading weight.
+    # (DuckDB's log, in match_bm25 and BM25_SQL alike, is base 10.)
+    [top] = selector(store).bm25("gardens", None)
+    assert heading_of(top) == "Gardens"
+    num_docs, avgdl = store.conn.execute("SELECT num_docs, avgdl FROM fts_main_chunks.stats").fetchone()
+    df, length = store.conn.execute(
+        "SELECT d.df, docs.len FROM fts_main_chunks.dict d, fts_main_chunks.docs docs "
+        "WHERE d.term = 'garden' AND docs.name = ?", [top.chunk_id]).fetchone()
+    p = Bm25Params()
+    assert p.heading_weight == 3
+    tf = p.heading_weight
+    expected = math.log10((num_docs - df + 0.5) / (df + 0.5) + 1) * tf * (p.k1 + 1) / (
+        tf + p.k1 * (1 - p.b + p.b * length / avgdl))
+    assert top.score == pytest.approx(expected, rel=1e-12)
+    once = selector(store, bm25_params=replace(p, heading_weight=1.0)).bm25("gardens", None)[0]
+    assert once.chunk_id == top.chunk_id and once.score < top.score
 
 
 # --------------------------------------------------------------------------------------------
@@ -354,3 +378,20 @@ def test_a_long_chunk_is_found_by_words_past_the_first_window(tmp_path: Path) ->
         assert sel.embed_missing() == 0  # nothing left to embed
         stored = opened.conn.execute("SELECT count(*) FROM chunk_windows WHERE scheme = ?", [EMBED_SCHEME]).fetchone()
         assert stored == (3,)
+
+
+def test_stop_words_leave_the_question_before_stemming(tmp_path: Path) -> None:
+    # Stemmed, "are" is "ar": a question "What are descriptors?" must not match a page of AR variables.
+    sections = [(("Build", "Variables"), "AR and ARFLAGS name the archiver; ar is run with ARFLAGS."),
+                (("Descriptors",), "Descriptors let objects customise attribute lookup.")]
+    with RunStore.open(tmp_path / "stop.duckdb") as opened:
+        chunks = _chunks(A, sections)
+        opened.save_page(_page(A, chunks), chunks, crawl_run_id=None)
+        opened.rebuild_fts()
+        ranked = selector(opened).bm25("What are descriptors?", None)
+        assert [heading_of(c) for c in ranked] == ["Descriptors"]
+        # The fts extension's own match_bm25 stems the stop word and matches the archiver section.
+        stemmed = opened.conn.execute(
+            "SELECT count(*) FROM chunks WHERE fts_main_chunks.match_bm25(chunk_id, 'what are descriptors') IS NOT NULL"
+        ).fetchone()
+        assert stemmed == (2,)
