@@ -718,6 +718,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {m:<10} {_fmt(u['answerable_median']):>10} {_fmt(u['answerable_min']):>9} "
                   f"{_fmt(u['unanswerable_median']):>11} {_fmt(u['unanswerable_max']):>9} {_fmt(u['auc']):>6}  "
                   f"{u.get('answerable_at_or_below_max_unanswerable', '-')}/{summary[m]['questions']}")
+        for m in methods:
+            floor = summary[m].get("min_similarity")
+            if floor:
+                print(f"  {m}: min_similarity {floor['value']:.2f} keeps every answerable question (lowest best "
+                      f"cosine {floor['answerable_lowest']:.3f}) and answers {floor['unanswerable_skipped']} of "
+                      f"{floor['unanswerable']} unanswerable ones without the LLM (their highest {floor['unanswerable_highest']:.3f})")
         none_rows = [(f.question.id, {m: f.best_scores.get(m) for m in methods}) for f in funnels if not f.answerable]
         for qid, scores in none_rows:
             print(f"    {qid:<22} " + "  ".join(f"{m} {_fmt(s)}" for m, s in scores.items()))
