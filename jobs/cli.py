@@ -429,6 +429,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "methods": methods, "summary": summary,
             "questions": [{"id": f.question.id, "in_html": f.in_html, "in_text": f.in_text,
                            "answer_chunks": f.answer_chunks, "ranks": f.ranks, "best_scores": f.best_scores,
+                           "best_similarity": f.best_similarity,
                            "lost_at": {m: f.lost_at(m, max(1, args.top_k)) for m in methods}} for f in funnels],
         }, indent=2))
     else:
