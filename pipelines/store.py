@@ -117,7 +117,7 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
     if path.parent and not path.parent.exists():
         raise StoreError(f"{path}: folder {path.parent} does not exist")
     try:
-        return duckdb.connect(str(path), read_only=read_only)
+        conn = duckdb.connect(str(path), read_only=read_only)
     except duckdb.IOException as exc:
         match = _LOCK_HOLDER.search(str(exc))
         if match:
@@ -128,6 +128,38 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
         raise StoreError(f"{path}: cannot open the database: {exc}") from None
     except duckdb.Error as exc:
         raise StoreError(f"{path}: not a usable DuckDB database: {exc}") from None
+    conn.execute(schema.DISABLED_COMPRESSION)
+    return conn
+
+
+def _table_exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = ?", [table]
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def ensure_selection_vectors(conn: duckdb.DuckDBPyConnection, dims: int) -> None:
+    """Build the typed vector table for ``dims`` if it is missing (vectors of a new length, or a database
+    indexed before the table existed). Needs selection_docs, i.e. a built fts index."""
+    if not _table_exists(conn, schema.selection_vectors_table(dims)):
+        conn.execute(schema.rebuild_selection_vectors(dims))
+
+
+def add_selection_vectors(conn: duckdb.DuckDBPyConnection, model: str, keys: Sequence[str], dims: Sequence[int]) -> None:
+    """Keep the typed vector tables in step with an insert into ``embeddings`` of ``keys`` for ``model``.
+
+    Chunks not yet indexed get their rows when the index is next rebuilt (Store.rebuild_fts), which is
+    also when they become selectable at all.
+    """
+    if not _table_exists(conn, "selection_docs"):
+        return
+    for d in sorted(set(dims)):
+        if _table_exists(conn, schema.selection_vectors_table(d)):
+            for statement in schema.add_selection_vectors(d):
+                conn.execute(statement, {"model": model, "keys": list(keys)})
+        else:
+            conn.execute(schema.rebuild_selection_vectors(d))
 
 
 class Store:
@@ -181,12 +213,18 @@ class Store:
         self.conn.execute("DELETE FROM fts_stopwords")
         self.conn.executemany("INSERT INTO fts_stopwords VALUES (?)", [[w] for w in schema.FTS_STOPWORDS])
         self.conn.execute(schema.REBUILD_FTS)
-        self.conn.execute(schema.SORT_FTS_POSTINGS)
+        # The tables selection reads (pipelines/schema.py), derived from the index just built.
+        self.conn.execute(schema.SELECTION_DOCS)
+        self.conn.execute(schema.BM25_POSTINGS)
+        for (dims,) in self.conn.execute("SELECT DISTINCT dims FROM embeddings ORDER BY dims").fetchall():
+            self.conn.execute(schema.rebuild_selection_vectors(dims))
         self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('fts_built_at', ?)", [utcnow().isoformat()])
 
     def fts_is_stale(self) -> bool:
         """True when chunks were written after the last index build (e.g. a crawl killed midway)."""
         built = self.conn.execute("SELECT value FROM meta WHERE key = 'fts_built_at'").fetchone()
+        if built is not None and not all(_table_exists(self.conn, t) for t in schema.SELECTION_TABLES):
+            return True  # indexed by a version without the derived tables selection now reads
         changed = self.conn.execute("SELECT value FROM meta WHERE key = 'chunks_changed_at'").fetchone()
         if changed is None:
             return built is None and self.count_chunks() > 0
