@@ -27,7 +27,8 @@ import duckdb
 
 from jobs.errors import LLMError, WebqaError
 from jobs.extractive import content_words, stem
-from pipelines.store import embed_text
+from pipelines.schema import selection_vectors_table
+from pipelines.store import add_selection_vectors, embed_text, ensure_selection_vectors
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,7 @@ class Selector:
         # Why embeddings cannot be used, when the caller already knows (e.g. the model is not pulled).
         self._embedding_error: str | None = embedding_unavailable
         self._embedded_scopes: set[tuple[str, ...] | None] = set()
+        self._vector_tables: set[int] = set()  # vector lengths whose typed table is known to exist
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -203,7 +205,9 @@ class Selector:
         try:
             rows = self.conn.execute(BM25_SQL, {"q": query, "urls": scope, "pool": self.pool}).fetchall()
         except duckdb.CatalogException:
-            raise WebqaError("the full-text index is missing; run `webqa crawl` (or `webqa run`) once to build it") from None
+            # No fts index, or one built before the derived tables BM25_SQL reads (Store.fts_is_stale
+            # reports those as stale, so `webqa crawl` rebuilds them).
+            raise WebqaError(_NO_INDEX) from None
         terms = _stems(question)
         return [
             Candidate(cid, url, heading, text, tokens, score=float(score), bm25_score=float(score),
@@ -215,21 +219,19 @@ class Selector:
         assert self.embedder is not None and self.embedding_model
         vector = self.embedder.embed([question], model=self.embedding_model)[0]
         dims = len(vector)
-        # Bound as JSON text and cast in SQL: DuckDB's Python client converts a list of floats value by
-        # value (with an import look-up each), 68 ms for 384 floats against 2 ms for the string.
-        rows = self.conn.execute(
-            f"""
-            SELECT chunk_id, url, heading_path, text, token_estimate, score, ordinal FROM (
-                SELECT c.chunk_id, c.url, c.ordinal, c.heading_path, c.text, c.token_estimate,
-                       array_cosine_similarity(e.vector::FLOAT[{dims}], $q::FLOAT[{dims}]) AS score
-                FROM chunks c JOIN embeddings e
-                  ON e.model = $model AND e.embed_key = c.embed_key AND e.dims = {dims}
-                WHERE ($urls IS NULL OR list_contains($urls, c.url))
-            ) ORDER BY score DESC, url, ordinal
-            LIMIT $pool
-            """,
-            {"q": json.dumps(vector), "model": self.embedding_model, "urls": scope, "pool": self.pool},
-        ).fetchall()
+        try:
+            if dims not in self._vector_tables:
+                ensure_selection_vectors(self.conn, dims)
+                self._vector_tables.add(dims)
+            # Bound as JSON text and cast in SQL: DuckDB's Python client converts a list of floats value
+            # by value (with an import look-up each), 68 ms for 384 floats against 2 ms for the string.
+            rows = self.conn.execute(
+                EMBEDDING_SQL.format(table=selection_vectors_table(dims), dims=dims),
+                {"q": json.dumps(vector), "model": self.embedding_model, "urls": scope, "pool": self.pool},
+            ).fetchall()
+        except duckdb.CatalogException:
+            # selection_docs is built with the fts index (Store.rebuild_fts).
+            raise WebqaError(_NO_INDEX) from None
         terms = _stems(question)
         return [
             Candidate(cid, url, heading, text, tokens, score=float(score), embedding_score=float(score),
@@ -311,38 +313,60 @@ class Selector:
             )
         finally:
             os.unlink(path)
+        add_selection_vectors(self.conn, self.embedding_model, keys, {len(v) for v in vectors})
 
 
+_NO_INDEX = "the full-text index is missing; run `webqa crawl` (or `webqa run`) once to build it"
 _SCOPE = "($urls IS NULL OR list_contains($urls, url))"
 
 # Okapi BM25 with the fts extension's own constants and formula (its match_bm25 macro), computed once
-# per question over the postings of the question's terms only. match_bm25 is a per-row macro that makes
-# DuckDB scan every posting for every question: 28 ms here against 14 ms at 5k chunks, with identical
-# scores (tests/test_select.py checks the equality). Store.rebuild_fts sorts the postings by term id
-# so that the scan for a few terms can skip the rest.
+# per question over the postings of the question's terms only (tests/test_select.py checks the scores
+# against match_bm25). It reads bm25_postings (term, doc, tf, doc length; pipelines/schema.py), so the
+# per-question work is: the question's terms' rows, a sum per doc, the top ``pool`` by (score, doc) on
+# integers, and only then the text of those rows. At 100k chunks that is 25-40 ms against 180-340 ms
+# for the former query, which counted raw postings and joined every matching chunk's text before
+# ranking. Each term's contribution is the match_bm25 expression; the per-doc sum is taken in
+# DECIMAL(38, 18), exact and so independent of the order DuckDB's parallel aggregate adds the terms in:
+# summed as DOUBLE, scores differed run to run in the last bit, which reordered tied chunks (copies of
+# a section on several pages) between runs. Against match_bm25 scores differ by at most ~1e-15.
 BM25_K1 = 1.2
 BM25_B = 0.75
 BM25_SQL = f"""
 WITH tokens AS (SELECT DISTINCT stem(unnest(fts_main_chunks.tokenize($q)), 'porter') AS t),
-qterms AS (SELECT d.termid, d.df FROM fts_main_chunks.dict d JOIN tokens ON d.term = tokens.t),
-stats AS (SELECT num_docs, avgdl FROM fts_main_chunks.stats),
-tf AS (
-    SELECT termid, docid, count(*) AS tf FROM fts_main_chunks.terms
-    WHERE termid IN (SELECT termid FROM qterms) GROUP BY termid, docid
+qterms AS (
+    SELECT d.termid, log(((st.num_docs - d.df) + 0.5) / (d.df + 0.5) + 1) AS idf
+    FROM fts_main_chunks.dict d JOIN tokens ON d.term = tokens.t, fts_main_chunks.stats st
 ),
-scores AS (
-    SELECT tf.docid,
-           sum(log(((stats.num_docs - q.df) + 0.5) / (q.df + 0.5) + 1)
-               * (tf.tf * ({BM25_K1} + 1))
-               / (tf.tf + {BM25_K1} * ((1 - {BM25_B}) + {BM25_B} * (docs.len / stats.avgdl)))) AS score
-    FROM tf JOIN qterms q USING (termid) JOIN fts_main_chunks.docs docs USING (docid), stats
-    GROUP BY tf.docid
+top AS (
+    SELECT p.doc,
+           sum((q.idf * (p.tf * ({BM25_K1} + 1))
+                / (p.tf + {BM25_K1} * ((1 - {BM25_B}) + {BM25_B} * (p.len / st.avgdl))))::DECIMAL(38, 18)) AS score
+    FROM bm25_postings p JOIN qterms q USING (termid), fts_main_chunks.stats st
+    WHERE ($urls IS NULL OR p.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url)))
+    GROUP BY p.doc
+    ORDER BY score DESC, p.doc
+    LIMIT $pool
 )
-SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, s.score, c.ordinal
-FROM scores s JOIN fts_main_chunks.docs d USING (docid) JOIN chunks c ON c.chunk_id = d.name
-WHERE ($urls IS NULL OR list_contains($urls, c.url))
-ORDER BY s.score DESC, c.url, c.ordinal
-LIMIT $pool
+SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score::DOUBLE, c.ordinal
+FROM top JOIN selection_docs s USING (doc) JOIN chunks c ON c.chunk_id = s.chunk_id
+ORDER BY top.score DESC, top.doc
+"""
+
+# Exact cosine over the typed copy of the cached vectors (pipelines/schema.py selection_vectors_<dims>),
+# one row per indexed chunk: no per-row cast, no join before the top ``pool`` is known, ties by doc
+# (= url, ordinal). Scores are array_cosine_similarity's, as before.
+EMBEDDING_SQL = """
+WITH top AS (
+    SELECT v.doc, array_cosine_similarity(v.vector, $q::FLOAT[{dims}]) AS score
+    FROM {table} v
+    WHERE v.model = $model
+      AND ($urls IS NULL OR v.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url)))
+    ORDER BY score DESC, v.doc
+    LIMIT $pool
+)
+SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score, c.ordinal
+FROM top JOIN selection_docs s USING (doc) JOIN chunks c ON c.chunk_id = s.chunk_id
+ORDER BY top.score DESC, top.doc
 """
 
 

@@ -308,3 +308,70 @@ def test_bm25_equals_the_fts_extensions_own_scoring(store: RunStore) -> None:
         ).fetchall()
         assert ours == [tuple(r) for r in reference], question
         assert ours, question
+
+
+# --------------------------------------------------------------------------------------------
+# the typed vector table embedding selection reads (pipelines/schema.py selection_vectors_<dims>)
+
+
+def _typed_vectors(store: RunStore) -> list[tuple[str, str, list[float]]]:
+    rows = store.conn.execute(
+        "SELECT v.model, s.chunk_id, v.vector::FLOAT[] FROM selection_vectors_8 v JOIN selection_docs s USING (doc) "
+        "ORDER BY ALL").fetchall()
+    return [(m, c, list(v)) for m, c, v in rows]
+
+
+def _expected_vectors(store: RunStore) -> list[tuple[str, str, list[float]]]:
+    rows = store.conn.execute(
+        "SELECT e.model, c.chunk_id, e.vector FROM embeddings e JOIN chunks c USING (embed_key) ORDER BY ALL").fetchall()
+    return [(m, c, list(v)) for m, c, v in rows]
+
+
+def test_typed_vectors_follow_embedding_inserts_and_index_rebuilds(store: RunStore) -> None:
+    embedder = WordEmbedder()
+    selector(store, embedder=embedder, embedding_model="m").select("tomatoes", "embedding")
+    # Every chunk's vector, once per chunk (the section shared by two pages included), as inserted.
+    assert _typed_vectors(store) == _expected_vectors(store) and len(_typed_vectors(store)) == 8
+    # A second model of the same length goes into the same table, alongside.
+    selector(store, embedder=embedder, embedding_model="m2").select("tomatoes", "embedding")
+    assert _typed_vectors(store) == _expected_vectors(store) and len(_typed_vectors(store)) == 16
+    # A new page: not selectable until the index is rebuilt, which brings its vectors in too.
+    url = "http://d.test/tomatoes"
+    chunks = _chunks(url, [(("Tomatoes",), "Tomatoes need sunny corners, like widgets.")])
+    store.save_page(_page(url, chunks), chunks, crawl_run_id=None)
+    store.rebuild_fts()
+    fresh = selector(store, embedder=embedder, embedding_model="m")
+    assert url in {c.url for c in fresh.select("tomatoes", "embedding").candidates}
+    # 9 chunks with model m, the 8 earlier ones with m2 (nothing has asked m2 about the new page yet).
+    assert _typed_vectors(store) == _expected_vectors(store) and len(_typed_vectors(store)) == 17
+
+
+def test_missing_typed_vector_table_is_built_on_first_use(store: RunStore) -> None:
+    embedder = WordEmbedder()
+    first = selector(store, embedder=embedder, embedding_model="m").select("widget server", "embedding")
+    store.conn.execute("DROP TABLE selection_vectors_8")  # e.g. vectors cached before the table existed
+    again = selector(store, embedder=embedder, embedding_model="m").select("widget server", "embedding")
+    assert again.candidates == first.candidates
+    assert _typed_vectors(store) == _expected_vectors(store)
+
+
+def test_embedding_scores_are_the_cosine_of_the_cached_vectors(store: RunStore) -> None:
+    embedder = WordEmbedder()
+    selection = selector(store, embedder=embedder, embedding_model="m").select("widget server port", "embedding")
+    reference = store.conn.execute(
+        "SELECT c.chunk_id, array_cosine_similarity(e.vector::FLOAT[8], ?::FLOAT[8]) AS score "
+        "FROM chunks c JOIN embeddings e ON e.embed_key = c.embed_key AND e.model = 'm' "
+        "ORDER BY score DESC, c.url, c.ordinal",
+        [embedder.embed(["widget server port"])[0]],
+    ).fetchall()
+    assert [(c.chunk_id, c.score) for c in selection.candidates] == [(cid, float(s)) for cid, s in reference]
+
+
+def test_selection_without_an_index_says_how_to_build_it(tmp_path: Path) -> None:
+    with RunStore.open(tmp_path / "empty.duckdb") as empty:
+        chunks = _chunks(A, PAGES[A])
+        empty.save_page(_page(A, chunks), chunks, crawl_run_id=None)
+        sel = selector(empty, embedder=WordEmbedder(), embedding_model="m")
+        for method in ("bm25", "embedding"):
+            with pytest.raises(WebqaError, match="full-text index is missing"):
+                sel.select("widget", method)
