@@ -88,7 +88,7 @@ CREATE TABLE IF NOT EXISTS fetch_log (
 
 -- Embedding cache: a chunk's text is embedded once per model, ever. Keyed by chunks.embed_key, not chunk id,
 -- so a page that moves or repeats text costs nothing. Vectors keep their model's length (FLOAT[]);
--- queries cast to FLOAT[dims] for array_cosine_similarity.
+-- selection reads their typed copy, selection_vectors_<dims> (see below).
 CREATE TABLE IF NOT EXISTS embeddings (
     model VARCHAR NOT NULL,
     embed_key VARCHAR NOT NULL,
