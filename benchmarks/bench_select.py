@@ -3,8 +3,9 @@
 The chunks of benchmark 1's crawl (``benchmarks/results/corpus.duckdb``, made by ``bench_crawl.py``;
 crawled here if missing) are replicated by SQL into a fresh bench database until it holds N chunks.
 Every copy gets its own URL (``…?copy=r``), chunk id and heading path (``… › copy r``), hence its own
-``embed_key`` (computed exactly as ``pipelines.store.embed_key`` does); each embed_key gets a hashed
-384-dimension vector, inserted in bulk. Then ``Store.rebuild_fts()``.
+``embed_key`` (computed exactly as ``pipelines.store.embed_key`` does); each chunk gets the product's
+embedding windows (``chunk_windows``: one per 150 words) and each window a hashed 384-dimension vector,
+inserted in bulk. Then ``Store.rebuild_fts()``.
 
 Latency is ``Selector.select(question, method)`` wall time for 30 questions about the manual (each
 repeated, after one warm-up call per method), with the query embedding precomputed: the Selector's
@@ -39,6 +40,7 @@ _VECTOR_SQL = f"list_transform(range({DIMS}), i -> ((hash(%s || ':' || i) %% 200
 
 def build(source: Path, target: Path, size: int) -> None:
     """Child process: the bench database with ``size`` chunks, vectors and the BM25 index."""
+    from jobs.select import Selector
     from pipelines.store import Store, embed_key
 
     figures: dict[str, Any] = {}
@@ -75,9 +77,12 @@ def build(source: Path, target: Path, size: int) -> None:
             raise SystemExit(f"embed_key computed in SQL differs from pipelines.store.embed_key on {mismatched}/20 rows")
         figures["chunks_insert_s"] = time.perf_counter() - t0
         t1 = time.perf_counter()
+        # The product's windows (a long chunk is embedded as several 150-word windows), then one hashed
+        # vector per window, as Selector.embed_missing would store them.
+        Selector(conn)._add_windows(None)
         conn.execute(
-            f"INSERT INTO embeddings SELECT $model, embed_key, {DIMS}, {_VECTOR_SQL % 'embed_key'} "
-            "FROM (SELECT DISTINCT embed_key FROM chunks)",
+            f"INSERT INTO embeddings SELECT $model, window_key, {DIMS}, {_VECTOR_SQL % 'window_key'} "
+            "FROM (SELECT DISTINCT window_key FROM chunk_windows)",
             {"model": MODEL},
         )
         figures["embeddings_insert_s"] = time.perf_counter() - t1

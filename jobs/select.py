@@ -29,7 +29,8 @@ import duckdb
 
 from jobs.errors import LLMError, WebqaError
 from jobs.extractive import content_words, stem
-from pipelines.store import EMBED_SCHEME, embed_windows, insert_rows, text_key
+from pipelines.schema import selection_vectors_table
+from pipelines.store import EMBED_SCHEME, add_selection_vectors, embed_windows, ensure_selection_vectors, insert_rows, text_key
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +178,7 @@ class Selector:
         # Why embeddings cannot be used, when the caller already knows (e.g. the model is not pulled).
         self._embedding_error: str | None = embedding_unavailable
         self._embedded_scopes: set[tuple[str, ...] | None] = set()
+        self._vector_tables: set[int] = set()  # vector lengths whose typed table is known to exist
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -243,7 +245,9 @@ class Selector:
                                                 "b": self.bm25_params.b,
                                                 "heading_weight": self.bm25_params.heading_weight}).fetchall()
         except duckdb.CatalogException:
-            raise WebqaError("the full-text index is missing; run `webqa crawl` (or `webqa run`) once to build it") from None
+            # No fts index, or one built before the derived tables BM25_SQL reads (Store.fts_is_stale
+            # reports those as stale, so `webqa crawl` rebuilds them).
+            raise WebqaError(_NO_INDEX) from None
         terms = _stems(question)
         return [
             Candidate(cid, url, heading, text, tokens, score=float(score), bm25_score=float(score),
@@ -255,28 +259,19 @@ class Selector:
         assert self.embedder is not None and self.embedding_model
         vector = self.embedder.embed([question], model=self.embedding_model)[0]
         dims = len(vector)
-        # Bound as JSON text and cast in SQL: DuckDB's Python client converts a list of floats value by
-        # value (with an import look-up each), 68 ms for 384 floats against 2 ms for the string.
-        # A chunk scores as its best window (pipelines.store.embed_windows).
-        rows = self.conn.execute(
-            f"""
-            WITH best AS (
-                SELECT w.embed_key,
-                       max(array_cosine_similarity(e.vector::FLOAT[{dims}], $q::FLOAT[{dims}])) AS score
-                FROM chunk_windows w JOIN embeddings e
-                  ON e.model = $model AND e.embed_key = w.window_key AND e.dims = {dims}
-                WHERE w.scheme = $scheme
-                GROUP BY w.embed_key
-            )
-            SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, b.score, c.ordinal
-            FROM chunks c JOIN best b USING (embed_key)
-            WHERE ($urls IS NULL OR list_contains($urls, c.url))
-            ORDER BY b.score DESC, c.url, c.ordinal
-            LIMIT $pool
-            """,
-            {"q": json.dumps(vector), "model": self.embedding_model, "urls": scope, "pool": self.pool,
-             "scheme": EMBED_SCHEME},
-        ).fetchall()
+        try:
+            if dims not in self._vector_tables:
+                ensure_selection_vectors(self.conn, dims)
+                self._vector_tables.add(dims)
+            # Bound as JSON text and cast in SQL: DuckDB's Python client converts a list of floats value
+            # by value (with an import look-up each), 68 ms for 384 floats against 2 ms for the string.
+            rows = self.conn.execute(
+                EMBEDDING_SQL.format(table=selection_vectors_table(dims), dims=dims),
+                {"q": json.dumps(vector), "model": self.embedding_model, "urls": scope, "pool": self.pool},
+            ).fetchall()
+        except duckdb.CatalogException:
+            # selection_docs is built with the fts index (Store.rebuild_fts).
+            raise WebqaError(_NO_INDEX) from None
         terms = _stems(question)
         return [
             Candidate(cid, url, heading, text, tokens, score=float(score), embedding_score=float(score),
@@ -381,36 +376,62 @@ class Selector:
             )
         finally:
             os.unlink(path)
+        add_selection_vectors(self.conn, self.embedding_model, keys, {len(v) for v in vectors})
 
 
+_NO_INDEX = "the full-text index is missing; run `webqa crawl` (or `webqa run`) once to build it"
 _SCOPE = "($urls IS NULL OR list_contains($urls, url))"
 
+# How BM25_SQL computes the formula above (tests/test_select.py checks the scores against match_bm25 with
+# its parameters). It reads bm25_postings (term, doc, counts in heading and text, doc length;
+# pipelines/schema.py), so the per-question work is: the question's terms' rows, a sum per doc, the top
+# ``pool`` by (score, doc) on integers, and only then the text of those rows. At 100k chunks that is
+# 25-40 ms against 180-340 ms for the former query, which counted raw postings and joined every matching
+# chunk's text before ranking. The per-doc sum is taken in DECIMAL(38, 18), exact and so independent of
+# the order DuckDB's parallel aggregate adds the terms in: summed as DOUBLE, scores differed run to run in
+# the last bit, which reordered tied chunks (copies of a section on several pages) between runs. Against
+# match_bm25 scores differ by at most ~1e-15.
 BM25_SQL = """
 WITH words AS (SELECT unnest(fts_main_chunks.tokenize($q)) AS w),
 -- Stop words leave the question before stemming, as they left the text when it was indexed: match_bm25
 -- stems them too, and "are" became "ar", matching every AR and ARFLAGS of the sysconfig page.
 tokens AS (SELECT DISTINCT stem(w, 'porter') AS t FROM words WHERE w NOT IN (SELECT sw FROM fts_stopwords)),
-qterms AS (SELECT d.termid, d.df FROM fts_main_chunks.dict d JOIN tokens ON d.term = tokens.t),
-stats AS (SELECT num_docs, avgdl FROM fts_main_chunks.stats),
-tf AS (
-    -- fieldid 0 is heading_path, the first column REBUILD_FTS indexes
-    SELECT termid, docid, sum(CASE WHEN fieldid = 0 THEN $heading_weight ELSE 1 END) AS tf
-    FROM fts_main_chunks.terms
-    WHERE termid IN (SELECT termid FROM qterms) GROUP BY termid, docid
+qterms AS (
+    SELECT d.termid, log(((st.num_docs - d.df) + 0.5) / (d.df + 0.5) + 1) AS idf
+    FROM fts_main_chunks.dict d JOIN tokens ON d.term = tokens.t, fts_main_chunks.stats st
 ),
-scores AS (
-    SELECT tf.docid,
-           sum(log(((stats.num_docs - q.df) + 0.5) / (q.df + 0.5) + 1)
-               * (tf.tf * ($k1 + 1))
-               / (tf.tf + $k1 * ((1 - $b) + $b * (docs.len / stats.avgdl)))) AS score
-    FROM tf JOIN qterms q USING (termid) JOIN fts_main_chunks.docs docs USING (docid), stats
-    GROUP BY tf.docid
+top AS (
+    SELECT p.doc,
+           sum((q.idf * ((p.tf_heading * $heading_weight + p.tf_text) * ($k1 + 1))
+                / ((p.tf_heading * $heading_weight + p.tf_text) + $k1 * ((1 - $b) + $b * (p.len / st.avgdl))))
+               ::DECIMAL(38, 18)) AS score
+    FROM bm25_postings p JOIN qterms q USING (termid), fts_main_chunks.stats st
+    WHERE ($urls IS NULL OR p.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url)))
+    GROUP BY p.doc
+    ORDER BY score DESC, p.doc
+    LIMIT $pool
 )
-SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, s.score, c.ordinal
-FROM scores s JOIN fts_main_chunks.docs d USING (docid) JOIN chunks c ON c.chunk_id = d.name
-WHERE ($urls IS NULL OR list_contains($urls, c.url))
-ORDER BY s.score DESC, c.url, c.ordinal
-LIMIT $pool
+SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score::DOUBLE, c.ordinal
+FROM top JOIN selection_docs s USING (doc) JOIN chunks c ON c.chunk_id = s.chunk_id
+ORDER BY top.score DESC, top.doc
+"""
+
+# Exact cosine over the typed copy of the cached vectors (pipelines/schema.py selection_vectors_<dims>),
+# one row per (indexed chunk, window): no per-row cast, no join before the top ``pool`` is known, ties by
+# doc (= url, ordinal). A chunk scores as its best window (pipelines.store.embed_windows).
+EMBEDDING_SQL = """
+WITH top AS (
+    SELECT v.doc, max(array_cosine_similarity(v.vector, $q::FLOAT[{dims}])) AS score
+    FROM {table} v
+    WHERE v.model = $model
+      AND ($urls IS NULL OR v.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url)))
+    GROUP BY v.doc
+    ORDER BY score DESC, v.doc
+    LIMIT $pool
+)
+SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score, c.ordinal
+FROM top JOIN selection_docs s USING (doc) JOIN chunks c ON c.chunk_id = s.chunk_id
+ORDER BY top.score DESC, top.doc
 """
 
 

@@ -87,8 +87,9 @@ CREATE TABLE IF NOT EXISTS fetch_log (
 );
 
 -- Embedding cache: a text (a chunk's window, see chunk_windows) is embedded once per model, ever. Keyed by
--- the sha256 of the embedded text, not by chunk id, so a page that moves or repeats text costs nothing. Vectors keep their model's length (FLOAT[]);
--- queries cast to FLOAT[dims] for array_cosine_similarity.
+-- the sha256 of the embedded text, not by chunk id, so a page that moves or repeats text costs nothing.
+-- Vectors keep their model's length (FLOAT[]); selection reads their typed copy, selection_vectors_<dims>
+-- (see below).
 CREATE TABLE IF NOT EXISTS embeddings (
     model VARCHAR NOT NULL,
     embed_key VARCHAR NOT NULL,
@@ -214,11 +215,94 @@ REBUILD_FTS = (
     "overwrite=1)"
 )
 
-# Postings in term order: a question's few terms then sit in a few row groups, which DuckDB's min/max
-# filters skip to (jobs/select.py BM25_SQL).
-SORT_FTS_POSTINGS = (
-    "CREATE OR REPLACE TABLE fts_main_chunks.terms AS SELECT * FROM fts_main_chunks.terms ORDER BY termid, docid"
+# Selection reads derived tables, rebuilt with the fts index by Store.rebuild_fts (the index is a
+# snapshot too, so they can never be fresher or staler than it). They exist for speed: at 100k chunks
+# a scan of chunks, text included, cost 190 ms per question, and the per-row FLOAT[] -> FLOAT[N] cast
+# of every cached vector most of a second (benchmarks/bench_select.py).
+#
+# selection_docs: one row per indexed chunk; ``doc`` numbers chunks in (url, ordinal) order, the
+# selection tie-break, so the top of a ranking is found on integers alone and only the pool's rows are
+# joined to chunks for their text.
+SELECTION_DOCS = """
+CREATE OR REPLACE TABLE selection_docs AS
+SELECT (row_number() OVER (ORDER BY c.url, c.ordinal))::INTEGER AS doc, d.docid, c.chunk_id, c.url, c.embed_key
+FROM fts_main_chunks.docs d JOIN chunks c ON c.chunk_id = d.name
+ORDER BY doc
+"""
+
+# bm25_postings: the fts extension's postings (one row per token occurrence) counted per (term, doc) and
+# field (fieldid 0 is heading_path, the first column REBUILD_FTS indexes, so that jobs/select.py can
+# weight heading terms), with the doc's length alongside: BM25 needs nothing else per posting, so a
+# question reads only its terms' rows and joins nothing. Sorted by term so those rows sit in a few row
+# groups that DuckDB's min/max filters skip to. Same types as the fts tables (BIGINT), so BM25_SQL
+# computes each term's contribution exactly as the extension's match_bm25 does for the same parameters.
+BM25_POSTINGS = """
+CREATE OR REPLACE TABLE bm25_postings AS
+WITH tf AS (
+    SELECT termid, docid, count(*) FILTER (WHERE fieldid = 0) AS tf_heading,
+           count(*) FILTER (WHERE fieldid <> 0) AS tf_text
+    FROM fts_main_chunks.terms GROUP BY termid, docid
 )
+SELECT tf.termid, s.doc, tf.tf_heading, tf.tf_text, d.len
+FROM tf JOIN fts_main_chunks.docs d USING (docid) JOIN selection_docs s USING (docid)
+ORDER BY tf.termid, s.doc
+"""
+
+SELECTION_TABLES = ("selection_docs", "bm25_postings")
+
+
+def selection_vectors_table(dims: int) -> str:
+    """The typed copy of the cached vectors of one length: ``selection_vectors_<dims>``.
+
+    ``embeddings.vector`` is FLOAT[] because models differ in length; array_cosine_similarity needs
+    FLOAT[N], and casting every row per question was most of the embedding method's time. One row per
+    (model, indexed chunk, window of the current scheme, bound as ``$scheme``), keyed by
+    selection_docs.doc, so ranking joins nothing.
+    """
+    return f"selection_vectors_{int(dims)}"
+
+
+def rebuild_selection_vectors(dims: int) -> str:
+    return f"""
+CREATE OR REPLACE TABLE {selection_vectors_table(dims)} AS
+SELECT e.model, s.doc, w.part, e.vector::FLOAT[{int(dims)}] AS vector
+FROM selection_docs s
+JOIN chunk_windows w ON w.embed_key = s.embed_key AND w.scheme = $scheme
+JOIN embeddings e ON e.embed_key = w.window_key
+WHERE e.dims = {int(dims)}
+ORDER BY e.model, s.doc, w.part
+"""
+
+
+def add_selection_vectors(dims: int) -> tuple[str, str]:
+    """Rows for newly cached vectors (``$model``, window keys ``$keys``, ``$scheme``) of chunks already in
+    selection_docs.
+
+    Two statements (DuckDB binds parameters per statement): drop any rows the windows had, so an
+    ``INSERT OR REPLACE`` of a vector never leaves two, then add them.
+    """
+    table = selection_vectors_table(dims)
+    windows = """
+        SELECT s.doc, w.part, w.window_key FROM selection_docs s
+        JOIN chunk_windows w ON w.embed_key = s.embed_key AND w.scheme = $scheme
+        WHERE w.window_key IN (SELECT unnest($keys))"""
+    return (
+        f"DELETE FROM {table} t USING ({windows}) x WHERE t.model = $model AND t.doc = x.doc AND t.part = x.part",
+        f"""
+INSERT INTO {table}
+SELECT e.model, x.doc, x.part, e.vector::FLOAT[{int(dims)}]
+FROM ({windows}) x JOIN embeddings e ON e.embed_key = x.window_key
+WHERE e.model = $model AND e.dims = {int(dims)}
+ORDER BY x.doc, x.part
+""",
+    )
+
+
+# Float columns are written without ALP/ALPRD compression: decompressing 100k cached 384-float vectors
+# took 350-490 ms per question against 50 ms to read them uncompressed (DuckDB 1.5.5, 2 cores), more
+# than the cosine itself. Vectors barely compress anyway. Set on every connection (see
+# pipelines/store.connect): compression is chosen when a checkpoint writes, whoever triggers it.
+DISABLED_COMPRESSION = "SET disabled_compression_methods = 'alp,alprd'"
 
 MIGRATIONS: dict[int, list[str]] = {
     # 2: answer change detection, page snapshots per run, resumable runs. (run_pages is created by TABLES.)

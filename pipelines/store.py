@@ -96,11 +96,12 @@ def embed_key(heading: str, text: str) -> str:
 # about 150-190 words of documentation): the second half of a 350-token chunk was invisible to embedding
 # selection. A chunk is embedded as overlapping windows of words, each with its heading path, and
 # scores as its best window. Measured on the dev set (BENCHMARKS.md): 150 words, overlap 30, took
-# embedding recall@5 from .699 to .771 and hybrid from .783 to .855. Changing these values changes
-# EMBED_SCHEME, so windows and vectors of the old scheme are simply no longer used.
+# embedding recall@5 from .699 to .771 and hybrid from .783 to .855 (simulated; the recorded figures are
+# in BENCHMARKS.md). Changing these values changes EMBED_SCHEME, so windows of the old scheme are simply
+# no longer used; a change to how embed_windows cuts must rename the scheme too.
 EMBED_WINDOW_WORDS = 150
 EMBED_WINDOW_OVERLAP = 30
-EMBED_SCHEME = f"w{EMBED_WINDOW_WORDS}o{EMBED_WINDOW_OVERLAP}"
+EMBED_SCHEME = f"w{EMBED_WINDOW_WORDS}-step{EMBED_WINDOW_WORDS - EMBED_WINDOW_OVERLAP}"
 
 
 def embed_windows(heading: str, text: str, *, words: int = EMBED_WINDOW_WORDS,
@@ -108,14 +109,20 @@ def embed_windows(heading: str, text: str, *, words: int = EMBED_WINDOW_WORDS,
     """The texts embedded for a chunk: one per window of ``words`` words, consecutive ones sharing ``overlap``.
 
     A chunk that fits one window is embedded as ``embed_text`` gives it, so its cache key stays its
-    ``embed_key``. The last window ends at the chunk's end (it may overlap its neighbour more).
+    ``embed_key``. Windows start every ``words - overlap`` words until one reaches the end, so the last
+    one is often short. That is on purpose: aligning it to the end instead made it a near copy of its
+    neighbour, and on the dev set a short tail window (a code example, a closing remark) was what matched:
+    embedding recall@5 .735 with end-aligned windows against .771.
     """
     tokens = text.split()
     if len(tokens) <= words:
         return [embed_text(heading, text)]
-    step = words - overlap
-    starts = list(range(0, len(tokens) - words, step)) + [len(tokens) - words]
-    return [embed_text(heading, " ".join(tokens[start : start + words])) for start in starts]
+    windows = []
+    for start in range(0, len(tokens), words - overlap):
+        windows.append(embed_text(heading, " ".join(tokens[start : start + words])))
+        if start + words >= len(tokens):
+            break
+    return windows
 
 
 def text_key(text: str) -> str:
@@ -148,7 +155,7 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
     if path.parent and not path.parent.exists():
         raise StoreError(f"{path}: folder {path.parent} does not exist")
     try:
-        return duckdb.connect(str(path), read_only=read_only)
+        conn = duckdb.connect(str(path), read_only=read_only)
     except duckdb.IOException as exc:
         match = _LOCK_HOLDER.search(str(exc))
         if match:
@@ -159,6 +166,38 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
         raise StoreError(f"{path}: cannot open the database: {exc}") from None
     except duckdb.Error as exc:
         raise StoreError(f"{path}: not a usable DuckDB database: {exc}") from None
+    conn.execute(schema.DISABLED_COMPRESSION)
+    return conn
+
+
+def _table_exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = ?", [table]
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def ensure_selection_vectors(conn: duckdb.DuckDBPyConnection, dims: int) -> None:
+    """Build the typed vector table for ``dims`` if it is missing (vectors of a new length, or a database
+    indexed before the table existed). Needs selection_docs, i.e. a built fts index."""
+    if not _table_exists(conn, schema.selection_vectors_table(dims)):
+        conn.execute(schema.rebuild_selection_vectors(dims), {"scheme": EMBED_SCHEME})
+
+
+def add_selection_vectors(conn: duckdb.DuckDBPyConnection, model: str, keys: Sequence[str], dims: Sequence[int]) -> None:
+    """Keep the typed vector tables in step with an insert into ``embeddings`` of ``keys`` for ``model``.
+
+    Chunks not yet indexed get their rows when the index is next rebuilt (Store.rebuild_fts), which is
+    also when they become selectable at all.
+    """
+    if not _table_exists(conn, "selection_docs"):
+        return
+    for d in sorted(set(dims)):
+        if _table_exists(conn, schema.selection_vectors_table(d)):
+            for statement in schema.add_selection_vectors(d):
+                conn.execute(statement, {"model": model, "keys": list(keys), "scheme": EMBED_SCHEME})
+        else:
+            conn.execute(schema.rebuild_selection_vectors(d), {"scheme": EMBED_SCHEME})
 
 
 class Store:
@@ -212,12 +251,18 @@ class Store:
         self.conn.execute("DELETE FROM fts_stopwords")
         self.conn.executemany("INSERT INTO fts_stopwords VALUES (?)", [[w] for w in schema.FTS_STOPWORDS])
         self.conn.execute(schema.REBUILD_FTS)
-        self.conn.execute(schema.SORT_FTS_POSTINGS)
+        # The tables selection reads (pipelines/schema.py), derived from the index just built.
+        self.conn.execute(schema.SELECTION_DOCS)
+        self.conn.execute(schema.BM25_POSTINGS)
+        for (dims,) in self.conn.execute("SELECT DISTINCT dims FROM embeddings ORDER BY dims").fetchall():
+            self.conn.execute(schema.rebuild_selection_vectors(dims), {"scheme": EMBED_SCHEME})
         self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('fts_built_at', ?)", [utcnow().isoformat()])
 
     def fts_is_stale(self) -> bool:
         """True when chunks were written after the last index build (e.g. a crawl killed midway)."""
         built = self.conn.execute("SELECT value FROM meta WHERE key = 'fts_built_at'").fetchone()
+        if built is not None and not all(_table_exists(self.conn, t) for t in schema.SELECTION_TABLES):
+            return True  # indexed by a version without the derived tables selection now reads
         changed = self.conn.execute("SELECT value FROM meta WHERE key = 'chunks_changed_at'").fetchone()
         if changed is None:
             return built is None and self.count_chunks() > 0

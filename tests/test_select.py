@@ -347,9 +347,11 @@ def test_embed_windows_cover_the_text_in_overlapping_parts() -> None:
     windows = embed_windows("Guide", "\n".join(words), words=150, overlap=30)
     bodies = [w.split("\n\n", 1)[1].split() for w in windows]
     assert all(w.startswith("Guide\n\n") for w in windows)
-    assert [len(b) for b in bodies] == [150] * len(bodies)
-    assert [b[0] for b in bodies] == ["w0", "w120", "w240", "w250"]  # the last part ends at the end
+    assert [len(b) for b in bodies] == [150, 150, 150, 40]  # the last part is what is left
+    assert [b[0] for b in bodies] == ["w0", "w120", "w240", "w360"]
     assert bodies[-1][-1] == "w399"
+    # A window that reaches the end is the last one, however much of it overlaps.
+    assert len(embed_windows("", " ".join(words[:270]), words=150, overlap=30)) == 2
     assert all(set(a) & set(b) for a, b in zip(bodies, bodies[1:]))  # consecutive parts overlap
     assert sorted({w for b in bodies for w in b}, key=lambda w: int(w[1:])) == words
 
@@ -378,6 +380,13 @@ def test_a_long_chunk_is_found_by_words_past_the_first_window(tmp_path: Path) ->
         assert sel.embed_missing() == 0  # nothing left to embed
         stored = opened.conn.execute("SELECT count(*) FROM chunk_windows WHERE scheme = ?", [EMBED_SCHEME]).fetchone()
         assert stored == (3,)
+        # The typed copy selection reads holds one row per window, and a rebuild derives the same rows.
+        typed = "SELECT doc, part, vector::FLOAT[] FROM selection_vectors_8 ORDER BY doc, part"
+        before = opened.conn.execute(typed).fetchall()
+        assert [(doc, part) for doc, part, _ in before] == [(1, 0), (1, 1), (2, 0)]
+        opened.rebuild_fts()
+        assert opened.conn.execute(typed).fetchall() == before
+        assert sel.select("journal", "embedding").candidates[0].embedding_score == top.embedding_score
 
 
 def test_stop_words_leave_the_question_before_stemming(tmp_path: Path) -> None:
@@ -395,3 +404,70 @@ def test_stop_words_leave_the_question_before_stemming(tmp_path: Path) -> None:
             "SELECT count(*) FROM chunks WHERE fts_main_chunks.match_bm25(chunk_id, 'what are descriptors') IS NOT NULL"
         ).fetchone()
         assert stemmed == (2,)
+
+
+# --------------------------------------------------------------------------------------------
+# the typed vector table embedding selection reads (pipelines/schema.py selection_vectors_<dims>)
+
+
+def _typed_vectors(store: RunStore) -> list[tuple[str, str, list[float]]]:
+    rows = store.conn.execute(
+        "SELECT v.model, s.chunk_id, v.vector::FLOAT[] FROM selection_vectors_8 v JOIN selection_docs s USING (doc) "
+        "ORDER BY ALL").fetchall()
+    return [(m, c, list(v)) for m, c, v in rows]
+
+
+def _expected_vectors(store: RunStore) -> list[tuple[str, str, list[float]]]:
+    rows = store.conn.execute(
+        "SELECT e.model, c.chunk_id, e.vector FROM embeddings e JOIN chunks c USING (embed_key) ORDER BY ALL").fetchall()
+    return [(m, c, list(v)) for m, c, v in rows]
+
+
+def test_typed_vectors_follow_embedding_inserts_and_index_rebuilds(store: RunStore) -> None:
+    embedder = WordEmbedder()
+    selector(store, embedder=embedder, embedding_model="m").select("tomatoes", "embedding")
+    # Every chunk's vector, once per chunk (the section shared by two pages included), as inserted.
+    assert _typed_vectors(store) == _expected_vectors(store) and len(_typed_vectors(store)) == 8
+    # A second model of the same length goes into the same table, alongside.
+    selector(store, embedder=embedder, embedding_model="m2").select("tomatoes", "embedding")
+    assert _typed_vectors(store) == _expected_vectors(store) and len(_typed_vectors(store)) == 16
+    # A new page: not selectable until the index is rebuilt, which brings its vectors in too.
+    url = "http://d.test/tomatoes"
+    chunks = _chunks(url, [(("Tomatoes",), "Tomatoes need sunny corners, like widgets.")])
+    store.save_page(_page(url, chunks), chunks, crawl_run_id=None)
+    store.rebuild_fts()
+    fresh = selector(store, embedder=embedder, embedding_model="m")
+    assert url in {c.url for c in fresh.select("tomatoes", "embedding").candidates}
+    # 9 chunks with model m, the 8 earlier ones with m2 (nothing has asked m2 about the new page yet).
+    assert _typed_vectors(store) == _expected_vectors(store) and len(_typed_vectors(store)) == 17
+
+
+def test_missing_typed_vector_table_is_built_on_first_use(store: RunStore) -> None:
+    embedder = WordEmbedder()
+    first = selector(store, embedder=embedder, embedding_model="m").select("widget server", "embedding")
+    store.conn.execute("DROP TABLE selection_vectors_8")  # e.g. vectors cached before the table existed
+    again = selector(store, embedder=embedder, embedding_model="m").select("widget server", "embedding")
+    assert again.candidates == first.candidates
+    assert _typed_vectors(store) == _expected_vectors(store)
+
+
+def test_embedding_scores_are_the_cosine_of_the_cached_vectors(store: RunStore) -> None:
+    embedder = WordEmbedder()
+    selection = selector(store, embedder=embedder, embedding_model="m").select("widget server port", "embedding")
+    reference = store.conn.execute(
+        "SELECT c.chunk_id, array_cosine_similarity(e.vector::FLOAT[8], ?::FLOAT[8]) AS score "
+        "FROM chunks c JOIN embeddings e ON e.embed_key = c.embed_key AND e.model = 'm' "
+        "ORDER BY score DESC, c.url, c.ordinal",
+        [embedder.embed(["widget server port"])[0]],
+    ).fetchall()
+    assert [(c.chunk_id, c.score) for c in selection.candidates] == [(cid, float(s)) for cid, s in reference]
+
+
+def test_selection_without_an_index_says_how_to_build_it(tmp_path: Path) -> None:
+    with RunStore.open(tmp_path / "empty.duckdb") as empty:
+        chunks = _chunks(A, PAGES[A])
+        empty.save_page(_page(A, chunks), chunks, crawl_run_id=None)
+        sel = selector(empty, embedder=WordEmbedder(), embedding_model="m")
+        for method in ("bm25", "embedding"):
+            with pytest.raises(WebqaError, match="full-text index is missing"):
+                sel.select("widget", method)

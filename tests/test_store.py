@@ -260,6 +260,59 @@ def test_fts_rebuild_and_bm25_query(store: Store) -> None:
     assert len(hits_sql) == 3
 
 
+def test_rebuild_derives_the_tables_selection_reads(store: Store) -> None:
+    store.save_page(record(), JSON_CHUNKS, 1)
+    store.save_page(record(OTHER, "<html>csv</html>"), CSV_CHUNKS, 1)
+    store.rebuild_fts()
+    conn = store.conn
+    # selection_docs: every indexed chunk, numbered in (url, ordinal) order: the selection tie-break.
+    docs = conn.execute("SELECT doc, chunk_id FROM selection_docs ORDER BY doc").fetchall()
+    expected = conn.execute("SELECT chunk_id FROM chunks ORDER BY url, ordinal").fetchall()
+    assert [d for d, _ in docs] == list(range(1, len(expected) + 1))
+    assert [c for _, c in docs] == [c for (c,) in expected]
+    # bm25_postings: the fts extension's postings counted per (term, doc) in the heading (field 0) and in
+    # the text, with the doc's length.
+    assert conn.execute(
+        """
+        SELECT termid, docid, count(*) FILTER (WHERE fieldid = 0), count(*) FILTER (WHERE fieldid = 1),
+               any_value(d.len)
+        FROM fts_main_chunks.terms JOIN fts_main_chunks.docs d USING (docid) GROUP BY termid, docid
+        EXCEPT SELECT p.termid, s.docid, p.tf_heading, p.tf_text, p.len FROM bm25_postings p
+        JOIN selection_docs s USING (doc)
+        """
+    ).fetchall() == []
+    assert conn.execute("SELECT field FROM fts_main_chunks.fields WHERE fieldid = 0").fetchone() == ("heading_path",)
+    assert conn.execute("SELECT sum(tf_heading) > 0 AND sum(tf_text) > 0 FROM bm25_postings").fetchone() == (True,)
+    assert conn.execute("SELECT count(*) FROM bm25_postings").fetchone()[0] == conn.execute(
+        "SELECT count(DISTINCT (termid, docid)) FROM fts_main_chunks.terms").fetchone()[0]
+    # ... and they follow the index: a rebuild after a change replaces them.
+    store.save_page(record(OTHER, "<html>csv2</html>"), [], 1)
+    store.rebuild_fts()
+    assert conn.execute("SELECT count(*) FROM selection_docs").fetchone()[0] == len(JSON_CHUNKS)
+    assert conn.execute("SELECT count(DISTINCT doc) FROM bm25_postings").fetchone()[0] == len(JSON_CHUNKS)
+
+
+def test_index_without_the_derived_tables_is_stale(store: Store) -> None:
+    # A database indexed by a version that did not derive them: `webqa crawl` / `run` rebuild it.
+    store.save_page(record(), JSON_CHUNKS, 1)
+    store.rebuild_fts()
+    assert not store.fts_is_stale()
+    store.conn.execute("DROP TABLE bm25_postings")
+    assert store.fts_is_stale()
+    store.rebuild_fts()
+    assert not store.fts_is_stale()
+
+
+def test_float_columns_are_stored_uncompressed(tmp_path: Path) -> None:
+    # Decompressing ALP/ALPRD vectors cost more per question than the cosine itself (schema.py).
+    with Store.open(tmp_path / "f.duckdb") as opened:
+        opened.conn.execute("CREATE TABLE v AS SELECT [random()::FLOAT for _ in range(8)]::FLOAT[8] AS x FROM range(5000)")
+        opened.conn.execute("CHECKPOINT")
+        methods = {m for (m,) in opened.conn.execute(
+            "SELECT DISTINCT compression FROM pragma_storage_info('v') WHERE segment_type = 'FLOAT'").fetchall()}
+        assert methods and not methods & {"ALP", "ALPRD"}
+
+
 def test_fts_goes_stale_when_chunks_change_after_a_build(store: Store) -> None:
     store.save_page(record(), JSON_CHUNKS, 1)
     store.rebuild_fts()
