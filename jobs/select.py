@@ -318,7 +318,10 @@ class Selector:
     def embed_missing(self, scope: list[str] | None = None, batch: int = 256) -> int:
         """Embed every window of the chunks in scope that has no vector for the model yet; returns how many."""
         assert self.embedder is not None and self.embedding_model
-        self._add_windows(scope)
+        mapped = self._add_windows(scope)
+        # Windows mapped just now may already have vectors (a one-window chunk embedded before windows
+        # existed, text repeated on another page): selection must see those too.
+        add_selection_vectors(self.conn, None, mapped)
         rows = self.conn.execute(
             f"""
             SELECT w.window_key, arg_min(w.part, c.embed_key), arg_min(c.heading_path, c.embed_key),
@@ -339,8 +342,8 @@ class Selector:
             log.info("Embedded %d chunk windows with %s", len(rows), self.embedding_model)
         return len(rows)
 
-    def _add_windows(self, scope: list[str] | None) -> None:
-        """Record the windows of chunks in scope that have none under the current scheme."""
+    def _add_windows(self, scope: list[str] | None) -> list[str]:
+        """Record the windows of chunks in scope that have none under the current scheme; their keys."""
         chunks = self.conn.execute(
             f"""
             SELECT embed_key, any_value(heading_path), any_value(text) FROM chunks
@@ -357,6 +360,7 @@ class Selector:
         ]
         if rows:
             insert_rows(self.conn, "INSERT OR IGNORE INTO chunk_windows VALUES", rows)
+        return sorted({key for _chunk, _scheme, _part, key in rows})
 
     def _insert_vectors(self, keys: list[str], vectors: list[list[float]]) -> None:
         # Binding thousands of float lists as parameters takes minutes; a bulk read of a temporary

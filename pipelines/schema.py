@@ -275,8 +275,9 @@ ORDER BY e.model, s.doc, w.part
 
 
 def add_selection_vectors(dims: int) -> tuple[str, str]:
-    """Rows for newly cached vectors (``$model``, window keys ``$keys``, ``$scheme``) of chunks already in
-    selection_docs.
+    """Rows for windows ``$keys`` (of ``$scheme``) of chunks already in selection_docs: after their vectors
+    were cached for ``$model``, or after the windows were mapped (``$model`` NULL: every model's cached
+    vectors, e.g. those of one-window chunks embedded before windows existed).
 
     Two statements (DuckDB binds parameters per statement): drop any rows the windows had, so an
     ``INSERT OR REPLACE`` of a vector never leaves two, then add them.
@@ -287,12 +288,13 @@ def add_selection_vectors(dims: int) -> tuple[str, str]:
         JOIN chunk_windows w ON w.embed_key = s.embed_key AND w.scheme = $scheme
         WHERE w.window_key IN (SELECT unnest($keys))"""
     return (
-        f"DELETE FROM {table} t USING ({windows}) x WHERE t.model = $model AND t.doc = x.doc AND t.part = x.part",
+        f"DELETE FROM {table} t USING ({windows}) x "
+        f"WHERE ($model IS NULL OR t.model = $model) AND t.doc = x.doc AND t.part = x.part",
         f"""
 INSERT INTO {table}
 SELECT e.model, x.doc, x.part, e.vector::FLOAT[{int(dims)}]
 FROM ({windows}) x JOIN embeddings e ON e.embed_key = x.window_key
-WHERE e.model = $model AND e.dims = {int(dims)}
+WHERE ($model IS NULL OR e.model = $model) AND e.dims = {int(dims)}
 ORDER BY x.doc, x.part
 """,
     )

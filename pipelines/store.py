@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -184,14 +184,20 @@ def ensure_selection_vectors(conn: duckdb.DuckDBPyConnection, dims: int) -> None
         conn.execute(schema.rebuild_selection_vectors(dims), {"scheme": EMBED_SCHEME})
 
 
-def add_selection_vectors(conn: duckdb.DuckDBPyConnection, model: str, keys: Sequence[str], dims: Sequence[int]) -> None:
-    """Keep the typed vector tables in step with an insert into ``embeddings`` of ``keys`` for ``model``.
+def add_selection_vectors(conn: duckdb.DuckDBPyConnection, model: str | None, keys: Sequence[str],
+                          dims: Iterable[int] | None = None) -> None:
+    """Keep the typed vector tables in step with an insert into ``embeddings`` of window ``keys`` for
+    ``model``, or (``model`` None) with newly mapped windows whose vectors any model may have cached.
 
     Chunks not yet indexed get their rows when the index is next rebuilt (Store.rebuild_fts), which is
     also when they become selectable at all.
     """
-    if not _table_exists(conn, "selection_docs"):
+    if not keys or not _table_exists(conn, "selection_docs"):
         return
+    if dims is None:
+        dims = [d for (d,) in conn.execute(
+            "SELECT DISTINCT dims FROM embeddings WHERE embed_key IN (SELECT unnest($keys))", {"keys": list(keys)}
+        ).fetchall()]
     for d in sorted(set(dims)):
         if _table_exists(conn, schema.selection_vectors_table(d)):
             for statement in schema.add_selection_vectors(d):

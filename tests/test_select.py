@@ -471,3 +471,16 @@ def test_selection_without_an_index_says_how_to_build_it(tmp_path: Path) -> None
         for method in ("bm25", "embedding"):
             with pytest.raises(WebqaError, match="full-text index is missing"):
                 sel.select("widget", method)
+
+
+def test_vectors_cached_before_their_windows_were_mapped_are_selectable(store: RunStore) -> None:
+    # A database from before embedding windows: vectors cached per chunk text, no chunk_windows rows.
+    embedder = WordEmbedder()
+    first = selector(store, embedder=embedder, embedding_model="m").select("widget server", "embedding")
+    store.conn.execute("DELETE FROM chunk_windows")
+    store.rebuild_fts()  # the typed table now holds no vector at all: no window is mapped
+    assert store.conn.execute("SELECT count(*) FROM selection_vectors_8").fetchone() == (0,)
+
+    again = selector(store, embedder=embedder, embedding_model="m").select("widget server", "embedding")
+    assert [(c.chunk_id, c.score) for c in again.candidates] == [(c.chunk_id, c.score) for c in first.candidates]
+    assert [len(call) for call in embedder.calls] == [7, 1, 1]  # the cached vectors served; only the question
