@@ -305,6 +305,9 @@ ORDER BY x.doc, x.part
 # than the cosine itself. Vectors barely compress anyway. Set on every connection (see
 # pipelines/store.connect): compression is chosen when a checkpoint writes, whoever triggers it.
 DISABLED_COMPRESSION = "SET disabled_compression_methods = 'alp,alprd'"
+# DuckDB draws a progress bar on stdout for statements over two seconds (an index rebuild at 100k
+# chunks): noise in a cron mail and in `--json` output.
+NO_PROGRESS_BAR = "SET enable_progress_bar = false"
 
 MIGRATIONS: dict[int, list[str]] = {
     # 2: answer change detection, page snapshots per run, resumable runs. (run_pages is created by TABLES.)

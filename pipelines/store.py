@@ -167,6 +167,7 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
     except duckdb.Error as exc:
         raise StoreError(f"{path}: not a usable DuckDB database: {exc}") from None
     conn.execute(schema.DISABLED_COMPRESSION)
+    conn.execute(schema.NO_PROGRESS_BAR)
     return conn
 
 

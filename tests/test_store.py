@@ -313,6 +313,12 @@ def test_float_columns_are_stored_uncompressed(tmp_path: Path) -> None:
         assert methods and not methods & {"ALP", "ALPRD"}
 
 
+def test_connections_draw_no_progress_bar(tmp_path: Path) -> None:
+    # A long rebuild would otherwise draw DuckDB's bar on stdout, into cron mail and `--json` output.
+    with Store.open(tmp_path / "p.duckdb") as opened:
+        assert opened.conn.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
+
+
 def test_fts_goes_stale_when_chunks_change_after_a_build(store: Store) -> None:
     store.save_page(record(), JSON_CHUNKS, 1)
     store.rebuild_fts()
