@@ -183,7 +183,7 @@ def select_section(r: dict[str, Any]) -> list[str]:
         f"up to {f['repeat']} runs (fewer for a method whose first pass exceeded {f.get('budget_s', 30):g} s), after "
         f"one warm-up call per method; median and p95 over the questions. Query embedding excluded (the embedder "
         f"returns a precomputed {f['dims']}-dimension vector). Chunks: benchmark 1's crawl replicated by SQL with "
-        "distinct URLs, ids, heading paths and embed_keys; hashed vectors in `embeddings`; `Store.rebuild_fts()`.",
+        "distinct URLs, ids, heading paths and embed_keys; the product's embedding windows (one per 150 words; the table below counts them), a hashed vector each; `Store.rebuild_fts()`, which derives the tables selection reads.",
         "",
         "| chunks | method | median (ms) | p95 (ms) | max (ms) | goal | verdict |",
         "|---|---|---|---|---|---|---|",
@@ -197,11 +197,11 @@ def select_section(r: dict[str, Any]) -> list[str]:
             goal_cell = f"< {goal:g} ms" if goal else ""
             lines.append(f"| {int(size):,} | {method} | {m['median_ms']:.1f} | {m['p95_ms']:.1f} | {m['max_ms']:.1f} | "
                          f"{goal_cell} | {verdict} |")
-    lines += ["", "| chunks | build: insert / vectors / FTS index (s) | database | other load while querying |",
-              "|---|---|---|---|"]
+    lines += ["", "| chunks | vectors (windows) | build: insert / vectors / FTS index (s) | database | other load while querying |",
+              "|---|---|---|---|---|"]
     for size, entry in f["sizes"].items():
         b = entry["build"]
-        lines.append(f"| {int(size):,} | {b['chunks_insert_s']:.1f} / {b['embeddings_insert_s']:.1f} / "
+        lines.append(f"| {int(size):,} | {b.get('embeddings', 0):,} | {b['chunks_insert_s']:.1f} / {b['embeddings_insert_s']:.1f} / "
                      f"{b['rebuild_fts_s']:.1f} | {b['db_mib']} MiB | {_load_cell(entry['query_process'].get('load'))} |")
     lines += ["", f"Reproduce: `{r['command']}`", ""]
     return lines

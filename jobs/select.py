@@ -50,19 +50,15 @@ HYBRID_BM25_WEIGHT = 0.5
 DEFAULT_POOL = 50
 HEADING_BOOST = 2
 
-# Okapi BM25 with the fts extension's formula (its match_bm25 macro), computed once per question over the
-# postings of the question's terms only. match_bm25 is a per-row macro that makes DuckDB scan every
-# posting for every question: 28 ms here against 14 ms at 5k chunks, with identical scores for the same
-# parameters (tests/test_select.py checks the equality). Store.rebuild_fts sorts the postings by term id
-# so that the scan for a few terms can skip the rest.
-#
-# Two changes. Stop words are dropped from the question before stemming (match_bm25 keeps their stems).
-# And a term in the heading path counts HEADING_WEIGHT times (BM25F-style field
+# Okapi BM25 with the fts extension's formula (its match_bm25 macro; how BM25_SQL computes it fast is
+# told there), with two changes. Stop words are dropped from the question before stemming (match_bm25
+# keeps their stems). And a term in the heading path counts BM25_HEADING_WEIGHT times (BM25F-style field
 # weighting). Section titles name what a section is about ("Where to patch", "Generators"), and the page
 # title is in every chunk's path. With b = 0.5 (match_bm25: 0.75) long chunks, which hold most answers in
 # reference pages, are penalised less. Measured on the dev set (83 answerable questions, BENCHMARKS.md),
-# bm25 R@3 / R@5: k1 1.2, b .75, weight 1 (match_bm25) .627 / .711; weight 3 .651 / .735; b .5 .614 / .735;
-# weight 3 and b .5 .687 / .759. Hybrid (with embedding windows) is unchanged by them (.795 / .855).
+# bm25 R@3 / R@5 with stop words dropped: k1 1.2, b .75, weight 1 (match_bm25's) .627 / .723; weight 3
+# .663 / .735; b .5 .627 / .759; weight 3 and b .5 .687 / .759 (weight 2 and b .5: .687 / .771, one
+# question). Hybrid moves by at most one question either way.
 BM25_K1 = 1.2
 BM25_B = 0.5
 BM25_HEADING_WEIGHT = 3.0
