@@ -30,7 +30,8 @@ import duckdb
 from jobs.errors import LLMError, WebqaError
 from jobs.extractive import content_words, stem
 from pipelines.schema import selection_vectors_table
-from pipelines.store import EMBED_SCHEME, add_selection_vectors, embed_windows, ensure_selection_vectors, insert_rows, text_key
+from pipelines.store import (EMBED_SCHEME, add_selection_vectors, embed_windows, ensure_selection_vectors, insert_rows,
+                             text_key)
 
 log = logging.getLogger(__name__)
 
@@ -237,9 +238,9 @@ class Selector:
         if not query:
             return []
         try:
-            rows = self.conn.execute(BM25_SQL, {"q": query, "urls": scope, "pool": self.pool, "k1": self.bm25_params.k1,
-                                                "b": self.bm25_params.b,
-                                                "heading_weight": self.bm25_params.heading_weight}).fetchall()
+            params = self.bm25_params
+            rows = self.conn.execute(BM25_SQL, {"q": query, "urls": scope, "pool": self.pool, "k1": params.k1,
+                                                "b": params.b, "heading_weight": params.heading_weight}).fetchall()
         except duckdb.CatalogException:
             # No fts index, or one built before the derived tables BM25_SQL reads (Store.fts_is_stale
             # reports those as stale, so `webqa crawl` rebuilds them).
