@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from jobs.errors import ConfigError, ExitCode, NothingToDoError, StoreError, WebqaError
 
@@ -21,44 +21,25 @@ DEFAULT_DB = os.environ.get("WEBQA_DB", "webqa.duckdb")
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number ≥ 0, got {text!r}")
-    return value
+def _argument(convert: Callable[[str], Any], what: str, ok: Callable[[Any], bool], in_range: str) -> Callable[[str], Any]:
+    """An argparse ``type``: ``convert`` the text, then check it; each failure is one line naming the value."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {in_range}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _similarity(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 0, got {text!r}")
-    return value
-
-
-def _run_id(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a run id (a whole number, see `webqa runs`), got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a run id ≥ 1, got {text!r}")
-    return value
+_positive_float = _argument(float, "a number of seconds", lambda v: v >= 0, "a number ≥ 0")
+_similarity = _argument(float, "a number between 0 and 1", lambda v: 0 < v <= 1, "a number between 0 and 1")
+_non_negative_int = _argument(int, "a whole number", lambda v: v >= 0, "a whole number ≥ 0")
+_run_id = _argument(int, "a run id (a whole number, see `webqa runs`)", lambda v: v >= 1, "a run id ≥ 1")
 
 
 class Console:
