@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import tempfile
 from collections.abc import Callable, Sequence
@@ -29,8 +30,8 @@ import duckdb
 
 from jobs.errors import LLMError, WebqaError
 from jobs.extractive import content_words, stem
-from pipelines.schema import selection_vectors_table
-from pipelines.store import (EMBED_SCHEME, add_selection_vectors, embed_windows, ensure_selection_vectors, insert_rows,
+from pipelines.schema import unit_vectors_table
+from pipelines.store import (EMBED_SCHEME, add_unit_vectors, embed_windows, ensure_unit_vectors, insert_rows,
                              text_key)
 
 log = logging.getLogger(__name__)
@@ -254,18 +255,26 @@ class Selector:
 
     def embedding(self, question: str, scope: list[str] | None) -> list[Candidate]:
         assert self.embedder is not None and self.embedding_model
-        vector = self.embedder.embed([question], model=self.embedding_model)[0]
+        vector = _unit_length(self.embedder.embed([question], model=self.embedding_model)[0])
         dims = len(vector)
+        # Bound as JSON text and cast in SQL: DuckDB's Python client converts a list of floats value by
+        # value (with an import look-up each), 68 ms for 384 floats against 2 ms for the string.
+        params = {"q": json.dumps(vector), "model": self.embedding_model, "pool": self.pool,
+                  "windows": self.pool * WINDOWS_PER_DOC, **({"urls": scope} if scope else {})}
+        scoped = _EMBEDDING_SCOPE if scope else ""
+        table = unit_vectors_table(dims)
         try:
             if dims not in self._vector_tables:
-                ensure_selection_vectors(self.conn, dims)
+                ensure_unit_vectors(self.conn, dims)
                 self._vector_tables.add(dims)
-            # Bound as JSON text and cast in SQL: DuckDB's Python client converts a list of floats value
-            # by value (with an import look-up each), 68 ms for 384 floats against 2 ms for the string.
-            rows = self.conn.execute(
-                EMBEDDING_SQL.format(table=selection_vectors_table(dims), dims=dims),
-                {"q": json.dumps(vector), "model": self.embedding_model, "urls": scope, "pool": self.pool},
-            ).fetchall()
+            rows = self.conn.execute(EMBEDDING_SQL.format(table=table, dims=dims, scope=scoped), params).fetchall()
+            windows_seen = rows[0][-1] if rows else 0
+            if len(rows) < self.pool and windows_seen == params["windows"]:
+                # Fewer chunks than the pool among the best windows (chunks of many windows): rank every
+                # chunk by its best window instead. Same ranking, slower.
+                del params["windows"]
+                rows = self.conn.execute(EMBEDDING_ALL_SQL.format(table=table, dims=dims, scope=scoped),
+                                         params).fetchall()
         except duckdb.CatalogException:
             # selection_docs is built with the fts index (Store.rebuild_fts).
             raise WebqaError(_NO_INDEX) from None
@@ -273,7 +282,7 @@ class Selector:
         return [
             Candidate(cid, url, heading, text, tokens, score=float(score), embedding_score=float(score),
                       matched=_matched_stems(terms, heading + " " + text), ordinal=ordinal)
-            for cid, url, heading, text, tokens, score, ordinal in rows
+            for cid, url, heading, text, tokens, score, ordinal, _ in rows
         ]
 
     def hybrid(self, question: str, scope: list[str] | None) -> list[Candidate]:
@@ -318,7 +327,7 @@ class Selector:
         mapped = self._add_windows(scope)
         # Windows mapped just now may already have vectors (a one-window chunk embedded before windows
         # existed, text repeated on another page): selection must see those too.
-        add_selection_vectors(self.conn, None, mapped)
+        add_unit_vectors(self.conn, None, mapped)
         rows = self.conn.execute(
             f"""
             SELECT w.window_key, arg_min(w.part, c.embed_key), arg_min(c.heading_path, c.embed_key),
@@ -377,7 +386,7 @@ class Selector:
             )
         finally:
             os.unlink(path)
-        add_selection_vectors(self.conn, self.embedding_model, keys, {len(v) for v in vectors})
+        add_unit_vectors(self.conn, self.embedding_model, keys, {len(v) for v in vectors})
 
 
 _NO_INDEX = "the full-text index is missing; run `webqa crawl` (or `webqa run`) once to build it"
@@ -417,23 +426,48 @@ FROM top JOIN selection_docs s USING (doc) JOIN chunks c ON c.chunk_id = s.chunk
 ORDER BY top.score DESC, top.doc
 """
 
-# Exact cosine over the typed copy of the cached vectors (pipelines/schema.py selection_vectors_<dims>),
-# one row per (indexed chunk, window): no per-row cast, no join before the top ``pool`` is known, ties by
-# doc (= url, ordinal). A chunk scores as its best window (pipelines.store.embed_windows).
+# Exact cosine over the unit-length copy of the cached vectors (pipelines/schema.py unit_vectors_<dims>),
+# one row per (indexed chunk, window), as a dot product with the unit-length question: no per-row cast, no
+# join before the top ``pool`` is known, ties by doc (= url, ordinal). A chunk scores as its best window
+# (pipelines.store.embed_windows). The chunks ranked by their best window are the first distinct chunks of
+# the windows ranked by score: so only the best ``pool × WINDOWS_PER_DOC`` windows are kept (a top-N
+# heap, not a group per chunk over every window: 65 against 83 ms at 165k windows). When those hold
+# fewer than ``pool`` chunks, EMBEDDING_ALL_SQL groups them all. The last column is how many windows the
+# first query kept.
+WINDOWS_PER_DOC = 8
+_EMBEDDING_SCOPE = "AND v.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url))"
 EMBEDDING_SQL = """
-WITH top AS (
-    SELECT v.doc, max(array_cosine_similarity(v.vector, $q::FLOAT[{dims}])) AS score
+WITH windows AS (
+    SELECT v.doc, array_inner_product(v.vector, $q::FLOAT[{dims}]) AS score
     FROM {table} v
-    WHERE v.model = $model
-      AND ($urls IS NULL OR v.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url)))
+    WHERE v.model = $model {scope}
+    ORDER BY score DESC, v.doc
+    LIMIT $windows
+),
+top AS (SELECT doc, max(score) AS score FROM windows GROUP BY doc ORDER BY score DESC, doc LIMIT $pool)
+SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score, c.ordinal,
+       (SELECT count(*) FROM windows)
+FROM top JOIN selection_docs s USING (doc) JOIN chunks c ON c.chunk_id = s.chunk_id
+ORDER BY top.score DESC, top.doc
+"""
+EMBEDDING_ALL_SQL = """
+WITH top AS (
+    SELECT v.doc, max(array_inner_product(v.vector, $q::FLOAT[{dims}])) AS score
+    FROM {table} v
+    WHERE v.model = $model {scope}
     GROUP BY v.doc
     ORDER BY score DESC, v.doc
     LIMIT $pool
 )
-SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score, c.ordinal
+SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score, c.ordinal, NULL
 FROM top JOIN selection_docs s USING (doc) JOIN chunks c ON c.chunk_id = s.chunk_id
 ORDER BY top.score DESC, top.doc
 """
+
+
+def _unit_length(vector: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector] if norm > 0 else list(vector)
 
 
 def _ranked(candidates: list[Candidate]) -> list[Candidate]:

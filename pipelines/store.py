@@ -8,8 +8,10 @@ fails fast with a ``DatabaseLockedError`` naming the holder instead of a traceba
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import logging
 import re
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -147,6 +149,18 @@ def insert_rows(conn: duckdb.DuckDBPyConnection, insert: str, rows: Sequence[Seq
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<prog>.+?) \(PID (?P<pid>\d+)\)")
 
 
+def _tell_duckdb_pandas_is_absent() -> None:
+    """DuckDB's Python client looks for pandas on most ``execute`` calls; when pandas is not installed,
+    Python searches sys.path again each time, because a failed import is not remembered: 18 searches
+    per question in selection, 73 ms per question in the runner (BENCHMARKS.md, benchmark 5). Recorded
+    as absent, each look-up fails at once. Only when pandas cannot be imported anyway."""
+    if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
+        sys.modules["pandas"] = None  # type: ignore[assignment]
+
+
+_tell_duckdb_pandas_is_absent()
+
+
 def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open the DuckDB file, translating lock and corruption errors into one-line errors."""
     path = Path(path)
@@ -178,14 +192,14 @@ def _table_exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
     return bool(row and row[0])
 
 
-def ensure_selection_vectors(conn: duckdb.DuckDBPyConnection, dims: int) -> None:
+def ensure_unit_vectors(conn: duckdb.DuckDBPyConnection, dims: int) -> None:
     """Build the typed vector table for ``dims`` if it is missing (vectors of a new length, or a database
     indexed before the table existed). Needs selection_docs, i.e. a built fts index."""
-    if not _table_exists(conn, schema.selection_vectors_table(dims)):
-        conn.execute(schema.rebuild_selection_vectors(dims), {"scheme": EMBED_SCHEME})
+    if not _table_exists(conn, schema.unit_vectors_table(dims)):
+        conn.execute(schema.rebuild_unit_vectors(dims), {"scheme": EMBED_SCHEME})
 
 
-def add_selection_vectors(conn: duckdb.DuckDBPyConnection, model: str | None, keys: Sequence[str],
+def add_unit_vectors(conn: duckdb.DuckDBPyConnection, model: str | None, keys: Sequence[str],
                           dims: Iterable[int] | None = None) -> None:
     """Keep the typed vector tables in step with an insert into ``embeddings`` of window ``keys`` for
     ``model``, or (``model`` None) with newly mapped windows whose vectors any model may have cached.
@@ -200,11 +214,11 @@ def add_selection_vectors(conn: duckdb.DuckDBPyConnection, model: str | None, ke
             "SELECT DISTINCT dims FROM embeddings WHERE embed_key IN (SELECT unnest($keys))", {"keys": list(keys)}
         ).fetchall()]
     for d in sorted(set(dims)):
-        if _table_exists(conn, schema.selection_vectors_table(d)):
-            for statement in schema.add_selection_vectors(d):
+        if _table_exists(conn, schema.unit_vectors_table(d)):
+            for statement in schema.add_unit_vectors(d):
                 conn.execute(statement, {"model": model, "keys": list(keys), "scheme": EMBED_SCHEME})
         else:
-            conn.execute(schema.rebuild_selection_vectors(d), {"scheme": EMBED_SCHEME})
+            conn.execute(schema.rebuild_unit_vectors(d), {"scheme": EMBED_SCHEME})
 
 
 class Store:
@@ -262,7 +276,12 @@ class Store:
         self.conn.execute(schema.SELECTION_DOCS)
         self.conn.execute(schema.BM25_POSTINGS)
         for (dims,) in self.conn.execute("SELECT DISTINCT dims FROM embeddings ORDER BY dims").fetchall():
-            self.conn.execute(schema.rebuild_selection_vectors(dims), {"scheme": EMBED_SCHEME})
+            self.conn.execute(schema.rebuild_unit_vectors(dims), {"scheme": EMBED_SCHEME})
+        legacy = self.conn.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' AND starts_with(table_name, ?)",
+            [schema.LEGACY_VECTOR_TABLE_PREFIX]).fetchall()
+        for (table,) in legacy:
+            self.conn.execute(f'DROP TABLE "{table}"')
         self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('fts_built_at', ?)", [utcnow().isoformat()])
 
     def fts_is_stale(self) -> bool:

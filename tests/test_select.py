@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from jobs.errors import LLMError, WebqaError
-from jobs.select import (HEADING_BOOST, MATCH_BM25_PARAMS, Bm25Params, Candidate, Selector, _min_max, pack,
-                         question_keywords)
+from jobs.select import (HEADING_BOOST, MATCH_BM25_PARAMS, WINDOWS_PER_DOC, Bm25Params, Candidate, Selector, _min_max,
+                         pack, question_keywords)
 from pipelines.chunk import Chunk, estimate_tokens
 from pipelines.store import (EMBED_SCHEME, EMBED_WINDOW_WORDS, PageRecord, RunStore, embed_key, embed_text,
                              embed_windows, text_key, utcnow)
@@ -381,7 +381,7 @@ def test_a_long_chunk_is_found_by_words_past_the_first_window(tmp_path: Path) ->
         stored = opened.conn.execute("SELECT count(*) FROM chunk_windows WHERE scheme = ?", [EMBED_SCHEME]).fetchone()
         assert stored == (3,)
         # The typed copy selection reads holds one row per window, and a rebuild derives the same rows.
-        typed = "SELECT doc, part, vector::FLOAT[] FROM selection_vectors_8 ORDER BY doc, part"
+        typed = "SELECT doc, part, vector::FLOAT[] FROM unit_vectors_8 ORDER BY doc, part"
         before = opened.conn.execute(typed).fetchall()
         assert [(doc, part) for doc, part, _ in before] == [(1, 0), (1, 1), (2, 0)]
         opened.rebuild_fts()
@@ -412,15 +412,16 @@ def test_stop_words_leave_the_question_before_stemming(tmp_path: Path) -> None:
 
 def _typed_vectors(store: RunStore) -> list[tuple[str, str, list[float]]]:
     rows = store.conn.execute(
-        "SELECT v.model, s.chunk_id, v.vector::FLOAT[] FROM selection_vectors_8 v JOIN selection_docs s USING (doc) "
+        "SELECT v.model, s.chunk_id, v.vector::FLOAT[] FROM unit_vectors_8 v JOIN selection_docs s USING (doc) "
         "ORDER BY ALL").fetchall()
-    return [(m, c, list(v)) for m, c, v in rows]
+    return [(m, c, pytest.approx(list(v), rel=1e-6)) for m, c, v in rows]
 
 
 def _expected_vectors(store: RunStore) -> list[tuple[str, str, list[float]]]:
+    """The cached vectors, scaled to length 1."""
     rows = store.conn.execute(
         "SELECT e.model, c.chunk_id, e.vector FROM embeddings e JOIN chunks c USING (embed_key) ORDER BY ALL").fetchall()
-    return [(m, c, list(v)) for m, c, v in rows]
+    return [(m, c, [x / math.sqrt(sum(y * y for y in v)) for x in v]) for m, c, v in rows]
 
 
 def test_typed_vectors_follow_embedding_inserts_and_index_rebuilds(store: RunStore) -> None:
@@ -445,7 +446,7 @@ def test_typed_vectors_follow_embedding_inserts_and_index_rebuilds(store: RunSto
 def test_missing_typed_vector_table_is_built_on_first_use(store: RunStore) -> None:
     embedder = WordEmbedder()
     first = selector(store, embedder=embedder, embedding_model="m").select("widget server", "embedding")
-    store.conn.execute("DROP TABLE selection_vectors_8")  # e.g. vectors cached before the table existed
+    store.conn.execute("DROP TABLE unit_vectors_8")  # e.g. vectors cached before the table existed
     again = selector(store, embedder=embedder, embedding_model="m").select("widget server", "embedding")
     assert again.candidates == first.candidates
     assert _typed_vectors(store) == _expected_vectors(store)
@@ -460,7 +461,79 @@ def test_embedding_scores_are_the_cosine_of_the_cached_vectors(store: RunStore) 
         "ORDER BY score DESC, c.url, c.ordinal",
         [embedder.embed(["widget server port"])[0]],
     ).fetchall()
-    assert [(c.chunk_id, c.score) for c in selection.candidates] == [(cid, float(s)) for cid, s in reference]
+    # The same chunks in the same order; scores agree to float precision (unit vectors' dot products).
+    assert [c.chunk_id for c in selection.candidates] == [cid for cid, _ in reference]
+    assert [c.score for c in selection.candidates] == pytest.approx([s for _, s in reference], abs=1e-6)
+
+
+def _best_window_ranking(store: RunStore, question: list[float]) -> list[tuple[str, float]]:
+    """Every indexed chunk by its best window's cosine (ties by url, ordinal), computed here in Python."""
+    rows = store.conn.execute(
+        "SELECT s.chunk_id, c.url, c.ordinal, e.vector FROM selection_docs s JOIN chunks c USING (chunk_id) "
+        "JOIN chunk_windows w ON w.embed_key = s.embed_key JOIN embeddings e ON e.embed_key = w.window_key "
+        "WHERE e.model = 'm'").fetchall()
+
+    def cosine(v: list[float]) -> float:
+        return sum(a * b for a, b in zip(v, question)) / math.sqrt(sum(a * a for a in v) * sum(b * b for b in question))
+
+    best: dict[str, tuple[float, str, int]] = {}
+    for chunk_id, url, ordinal, vector in rows:
+        score = cosine(vector)
+        if chunk_id not in best or score > best[chunk_id][0]:
+            best[chunk_id] = (score, url, ordinal)
+    order = sorted(best.items(), key=lambda kv: (-round(kv[1][0], 6), kv[1][1], kv[1][2]))
+    return [(chunk_id, score) for chunk_id, (score, _, _) in order]
+
+
+def test_chunks_of_many_windows_do_not_crowd_the_others_out_of_the_pool(tmp_path: Path) -> None:
+    # Only the best pool × WINDOWS_PER_DOC windows are ranked first. Here one chunk has more windows than
+    # that, every one of them the best match: ranking falls back to every chunk's best window.
+    pool = 2
+    paragraph = " ".join(["journal"] + [f"filler{i}" for i in range(39)])
+    long_text = "\n".join([paragraph] * (pool * WINDOWS_PER_DOC * 4))
+    sections = [(("Manual", "Long"), long_text), (("Manual", "Server"), "The journal of the widget server."),
+                (("Manual", "Garden"), "Tomatoes grow well in sunny corners.")]
+    embedder = WordEmbedder()
+    with RunStore.open(tmp_path / "many.duckdb") as opened:
+        chunks = _chunks(A, sections)
+        opened.save_page(_page(A, chunks), chunks, crawl_run_id=None)
+        opened.rebuild_fts()
+        sel = selector(opened, embedder=embedder, embedding_model="m", pool=pool)
+        sel.embed_missing()
+        assert len(embed_windows("Manual › Long", long_text)) > pool * WINDOWS_PER_DOC
+        expected = _best_window_ranking(opened, embedder.embed(["journal"])[0])
+        ranked = sel.select("journal", "embedding").candidates
+        assert [heading_of(c) for c in ranked] == ["Long", "Server"]
+        assert [(c.chunk_id, c.score) for c in ranked] == [(cid, pytest.approx(s, abs=1e-6)) for cid, s in expected[:pool]]
+        # With a pool the best windows fill, the first query alone gives the same ranking.
+        wide = selector(opened, embedder=embedder, embedding_model="m").select("journal", "embedding").candidates
+        assert [(c.chunk_id, c.score) for c in wide] == [(cid, pytest.approx(s, abs=1e-6)) for cid, s in expected]
+        # Scoped to the page, the same.
+        scoped = sel.select("journal", "embedding", urls=[A]).candidates
+        assert [c.chunk_id for c in scoped] == [cid for cid, _ in expected[:pool]]
+
+
+class ZeroForGardens(WordEmbedder):
+    def embed(self, texts: Sequence[str], *, model: str | None = None) -> list[list[float]]:
+        vectors = super().embed(texts, model=model)
+        return [[0.0] * len(v) if "tomatoes" in t.lower() else v for t, v in zip(texts, vectors)]
+
+
+def test_a_zero_vector_scores_zero(store: RunStore) -> None:
+    # A model may return all zeros (an empty or unknown text): its cosine is 0, not NaN at the top.
+    ranked = selector(store, embedder=ZeroForGardens(), embedding_model="m").select("widget", "embedding").candidates
+    gardens = [c for c in ranked if heading_of(c) == "Gardens"]
+    assert gardens and all(c.score == 0.0 for c in gardens)
+    assert all(not math.isnan(c.score) for c in ranked) and ranked[0].score > 0
+
+
+def test_an_index_rebuild_drops_vector_tables_of_earlier_versions(store: RunStore) -> None:
+    # Before vectors were stored at unit length, their typed copy was selection_vectors_<dims>.
+    store.conn.execute("CREATE TABLE selection_vectors_8 AS SELECT 1 AS doc")
+    selector(store, embedder=WordEmbedder(), embedding_model="m").select("widget", "embedding")
+    store.rebuild_fts()
+    tables = {t for (t,) in store.conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert "selection_vectors_8" not in tables and "unit_vectors_8" in tables
 
 
 def test_selection_without_an_index_says_how_to_build_it(tmp_path: Path) -> None:
@@ -479,7 +552,7 @@ def test_vectors_cached_before_their_windows_were_mapped_are_selectable(store: R
     first = selector(store, embedder=embedder, embedding_model="m").select("widget server", "embedding")
     store.conn.execute("DELETE FROM chunk_windows")
     store.rebuild_fts()  # the typed table now holds no vector at all: no window is mapped
-    assert store.conn.execute("SELECT count(*) FROM selection_vectors_8").fetchone() == (0,)
+    assert store.conn.execute("SELECT count(*) FROM unit_vectors_8").fetchone() == (0,)
 
     again = selector(store, embedder=embedder, embedding_model="m").select("widget server", "embedding")
     assert [(c.chunk_id, c.score) for c in again.candidates] == [(c.chunk_id, c.score) for c in first.candidates]

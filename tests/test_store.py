@@ -382,3 +382,31 @@ def test_open_errors_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(StoreError) as err:
         Store.open(garbage)
     assert str(err.value).startswith(f"{garbage}: ") and "\n" not in str(err.value).strip()
+
+
+def test_duckdb_does_not_search_for_an_absent_pandas_on_every_query(tmp_path: Path) -> None:
+    # Run in a fresh interpreter: whether pandas is importable decides what the product does.
+    script = """
+import importlib.util, sys
+absent = importlib.util.find_spec("pandas") is None
+import pipelines.store as store
+
+class Spy:
+    searched = 0
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas":
+            Spy.searched += 1
+        return None
+
+sys.meta_path.insert(0, Spy())
+conn = store.connect(sys.argv[1])
+for i in range(20):
+    conn.execute("SELECT ?::INTEGER + 1", [i]).fetchall()
+print(absent, Spy.searched)
+"""
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "p.duckdb")], capture_output=True, text=True,
+                          timeout=60, check=True)
+    absent, searched = done.stdout.split()
+    if absent != "True":
+        pytest.skip("pandas is installed here: DuckDB imports it once and keeps it")
+    assert searched == "0"
