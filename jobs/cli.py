@@ -402,7 +402,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if store.fts_is_stale():
             store.rebuild_fts()
         selector = Selector(store.conn, embedder=embedder, embedding_model=job.embedding_model if embedder else None,
-                            ensure_fts=store.load_fts)
+                            ensure_fts=store.load_fts, prefixes=job.embedding_prefixes())
         funnels = evaluate(selector, store.conn, questions, methods)
     summary = summarise(funnels, methods, k=max(1, args.top_k))
     if args.json:

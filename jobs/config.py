@@ -47,6 +47,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from jobs.errors import ConfigError
+from jobs.prefixes import EmbeddingPrefixes, prefixes_for
 
 __all__ = [
     "DEFAULT_OLLAMA_HOST",
@@ -432,6 +433,14 @@ class SelectionConfig(_Model):
         description="embedding/hybrid: below this best cosine, answer NEI without the LLM (model-specific; "
         "`webqa eval` suggests one).",
     )
+    query_prefix: str | None = Field(
+        None, description="embedding/hybrid: text put before each question when it is embedded; null: the "
+        "embedding model's own task prefix (nomic-embed-text: 'search_query: '), '' for none.",
+    )
+    document_prefix: str | None = Field(
+        None, description="embedding/hybrid: text put before each chunk when it is embedded; null: the "
+        "embedding model's own (nomic-embed-text: 'search_document: '), '' for none. Changing it re-embeds.",
+    )
 
 
 class OutputConfig(_Model):
@@ -563,6 +572,11 @@ class JobConfig(_Model):
     )
     output: OutputConfig = Field(default_factory=OutputConfig, validate_default=True)
     ollama: OllamaConfig = Field(default_factory=OllamaConfig)
+
+    def embedding_prefixes(self) -> EmbeddingPrefixes:
+        """The embedding model's task prefixes, or the ones ``selection`` sets."""
+        return prefixes_for(self.embedding_model, query=self.selection.query_prefix,
+                            document=self.selection.document_prefix)
 
     # Set from the load, never from the file (private attributes cannot be written in YAML).
     _source_path: Path | None = PrivateAttr(default=None)

@@ -220,7 +220,8 @@ def _answer_all(job: JobConfig, options: RunOptions, notify: Notify, crawl_run_i
         if store.fts_is_stale():
             store.rebuild_fts()
         selector = Selector(store.conn, embedder=embedder, embedding_model=job.embedding_model if embedder else None,
-                            ensure_fts=store.load_fts, embedding_unavailable=embedding_unavailable)
+                            ensure_fts=store.load_fts, embedding_unavailable=embedding_unavailable,
+                            prefixes=job.embedding_prefixes())
         if resume is not None:
             run_id = int(resume["run_id"])
             store.resume_run(run_id, os.getpid(), len(job.questions))

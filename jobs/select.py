@@ -30,6 +30,7 @@ import duckdb
 
 from jobs.errors import LLMError, WebqaError
 from jobs.extractive import content_words, stem
+from jobs.prefixes import EmbeddingPrefixes, prefixes_for, vector_space
 from pipelines.schema import unit_vectors_table
 from pipelines.store import (EMBED_SCHEME, add_unit_vectors, embed_windows, ensure_unit_vectors, insert_rows,
                              text_key)
@@ -166,10 +167,15 @@ class Selector:
         ensure_fts: Callable[[], None] | None = None,
         embedding_unavailable: str | None = None,
         bm25_params: Bm25Params = Bm25Params(),
+        prefixes: EmbeddingPrefixes | None = None,
     ) -> None:
         self.conn = conn
         self.embedder = embedder
         self.embedding_model = embedding_model
+        # The model's task prefixes unless given (jobs/prefixes.py); its vectors are cached under its
+        # vector space, the model with its document prefix.
+        self.prefixes = prefixes if prefixes is not None else prefixes_for(embedding_model or "")
+        self.vector_space = vector_space(embedding_model, self.prefixes) if embedding_model else None
         self.pool = pool
         self.bm25_params = bm25_params
         self._ensure_fts = ensure_fts
@@ -255,11 +261,11 @@ class Selector:
 
     def embedding(self, question: str, scope: list[str] | None) -> list[Candidate]:
         assert self.embedder is not None and self.embedding_model
-        vector = _unit_length(self.embedder.embed([question], model=self.embedding_model)[0])
+        vector = _unit_length(self.embedder.embed([self.prefixes.query + question], model=self.embedding_model)[0])
         dims = len(vector)
         # Bound as JSON text and cast in SQL: DuckDB's Python client converts a list of floats value by
         # value (with an import look-up each), 68 ms for 384 floats against 2 ms for the string.
-        params = {"q": json.dumps(vector), "model": self.embedding_model, "pool": self.pool,
+        params = {"q": json.dumps(vector), "model": self.vector_space, "pool": self.pool,
                   "windows": self.pool * WINDOWS_PER_DOC, **({"urls": scope} if scope else {})}
         scoped = _EMBEDDING_SCOPE if scope else ""
         table = unit_vectors_table(dims)
@@ -337,11 +343,11 @@ class Selector:
               AND w.window_key NOT IN (SELECT embed_key FROM embeddings WHERE model = $model)
             GROUP BY w.window_key ORDER BY w.window_key
             """,
-            {"urls": scope, "model": self.embedding_model, "scheme": EMBED_SCHEME},
+            {"urls": scope, "model": self.vector_space, "scheme": EMBED_SCHEME},
         ).fetchall()
         for start in range(0, len(rows), batch):
             part = rows[start : start + batch]
-            texts = [embed_windows(heading, text)[index] for _key, index, heading, text in part]
+            texts = [self.prefixes.document + embed_windows(heading, text)[index] for _key, index, heading, text in part]
             vectors = self.embedder.embed(texts, model=self.embedding_model)
             self._insert_vectors([key for key, _i, _h, _t in part], vectors)
         if rows:
@@ -382,11 +388,11 @@ class Selector:
                 SELECT $model, k, len(v), v FROM read_json($path, format = 'newline_delimited',
                                                     columns = {'k': 'VARCHAR', 'v': 'FLOAT[]'})
                 """,
-                {"model": self.embedding_model, "path": path},
+                {"model": self.vector_space, "path": path},
             )
         finally:
             os.unlink(path)
-        add_unit_vectors(self.conn, self.embedding_model, keys, {len(v) for v in vectors})
+        add_unit_vectors(self.conn, self.vector_space, keys, {len(v) for v in vectors})
 
 
 _NO_INDEX = "the full-text index is missing; run `webqa crawl` (or `webqa run`) once to build it"

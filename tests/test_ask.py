@@ -123,13 +123,14 @@ def test_embeddings_are_cached_between_asks(db: Path, llm: FakeOllama) -> None:
     first = ask_json(db, PORT_Q, "--method", "embedding", host=llm.url)
     embeds = llm.requests_to("/api/embed")
     assert len(embeds) == 2  # every chunk once (one batch), then the question
-    assert len(embeds[0].body["input"]) == distinct and embeds[1].body["input"] == [PORT_Q]
+    # With nomic-embed-text's task prefixes (jobs/prefixes.py).
+    assert len(embeds[0].body["input"]) == distinct and embeds[1].body["input"] == [f"search_query: {PORT_Q}"]
     assert first["grounded"] is True and first["method_used"] == "embedding"
     assert rows(db, "SELECT count(*) AS n FROM embeddings")[0]["n"] == distinct
 
     second = ask_json(db, PY_Q, "--method", "embedding", host=llm.url)
     embeds = llm.requests_to("/api/embed")
-    assert len(embeds) == 3 and embeds[2].body["input"] == [PY_Q]  # only the new question
+    assert len(embeds) == 3 and embeds[2].body["input"] == [f"search_query: {PY_Q}"]  # only the new question
     assert second["method_used"] == "embedding"
     assert rows(db, "SELECT count(*) AS n FROM embeddings")[0]["n"] == distinct
 

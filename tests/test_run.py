@@ -874,3 +874,42 @@ def test_parallel_questions_are_all_answered_and_reported_in_order(tmp_path: Pat
         assert [row["question_id"] for row in csv.DictReader(handle)] == ALL
     answers = rows(db, "SELECT * FROM answers")
     assert len(answers) == 5 and all(a["grounded"] and a["final"] for a in answers)
+
+
+# --------------------------------------------------------------------------------------------
+# Embedding task prefixes
+
+
+def _embedded_texts(llm: FakeOllama) -> list[str]:
+    texts: list[str] = []
+    for request in llm.requests_to("/api/embed"):
+        given = request.body["input"]
+        texts.extend([given] if isinstance(given, str) else given)
+    return texts
+
+
+def test_the_embedding_models_task_prefixes_reach_ollama(tmp_path: Path, db: Path, llm: FakeOllama) -> None:
+    # nomic-embed-text (the default) is asked to name the task before each text it embeds.
+    question = QUESTIONS["port"][0]
+    done = run_job(tmp_path, write_job(tmp_path, job_yaml(["port"], method="hybrid")), db, "--dry-run", host=llm.url)
+    assert done.returncode == 0, done.stderr
+    texts = _embedded_texts(llm)
+    documents = [t for t in texts if t != f"search_query: {question}"]
+    assert len(documents) == len(texts) - 1 and all(t.startswith("search_document: ") for t in documents)
+    spaces = rows(db, "SELECT model, count(*) AS n FROM embeddings GROUP BY model")
+    assert spaces == [{"model": "nomic-embed-text + 'search_document:'", "n": len(documents)}]
+
+    # A job's own prefixes replace the model's; a new document prefix embeds the chunks again, beside the
+    # first vectors, which stay for jobs that keep the model's.
+    llm.requests.clear()
+    own = job_yaml(["port"], method="hybrid").replace(
+        "token_budget: 1000\n", "token_budget: 1000\n  query_prefix: 'Question: '\n  document_prefix: ''\n")
+    done = run_job(tmp_path, write_job(tmp_path, own), db, "--dry-run", host=llm.url)
+    assert done.returncode == 0, done.stderr
+    texts = _embedded_texts(llm)
+    assert f"Question: {question}" in texts
+    assert sorted(t for t in texts if t != f"Question: {question}") == sorted(t.removeprefix("search_document: ")
+                                                                             for t in documents)
+    spaces = rows(db, "SELECT model, count(*) AS n FROM embeddings GROUP BY model ORDER BY model")
+    assert spaces == [{"model": "nomic-embed-text", "n": len(documents)},
+                      {"model": "nomic-embed-text + 'search_document:'", "n": len(documents)}]
