@@ -19,7 +19,7 @@ CREATE TABLE IF NOT EXISTS crawl_runs (
     crawl_run_id BIGINT PRIMARY KEY DEFAULT nextval('crawl_run_ids'),
     started_at TIMESTAMP NOT NULL,
     finished_at TIMESTAMP,
-    status VARCHAR NOT NULL,               -- running | done | failed | interrupted
+    status VARCHAR NOT NULL,               -- running | done | failed | interrupted | killed
     job_name VARCHAR,
     urls_requested INTEGER DEFAULT 0,
     fetched INTEGER DEFAULT 0,             -- 200 responses that reached the cleaner

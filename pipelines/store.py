@@ -308,6 +308,12 @@ class Store:
     # -- crawl runs ----------------------------------------------------------------------------
 
     def begin_crawl(self, job_name: str | None = None, urls_requested: int = 0) -> int:
+        # A crawl holds the database for writing from start to end, and DuckDB lets one process do that:
+        # a crawl still 'running' now was killed (SIGKILL, out of memory, power) before it could finish.
+        killed = self.conn.execute(
+            "UPDATE crawl_runs SET status = 'killed' WHERE status = 'running' RETURNING crawl_run_id").fetchall()
+        for (crawl_run_id,) in killed:
+            log.warning("Crawl run %d ended without finishing (the process was killed); marked 'killed'", crawl_run_id)
         row = self.conn.execute(
             "INSERT INTO crawl_runs (started_at, status, job_name, urls_requested) VALUES (?, 'running', ?, ?) "
             "RETURNING crawl_run_id",

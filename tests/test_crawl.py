@@ -549,6 +549,8 @@ def test_killed_crawl_keeps_stored_pages_and_next_crawl_rebuilds_index(site: Sit
     counts = summary(ok(run_cli(first, second, third, db=db)))
 
     assert (counts["not_modified"], counts["new"], counts["changed"]) == (3, 0, 0)
+    # The killed crawl no longer reads as running: the next crawl (the only writer) knows it ended.
+    assert rows(db, "SELECT crawl_run_id, status FROM crawl_runs ORDER BY 1") == [(1, "done"), (2, "killed"), (3, "done")]
     meta = dict(rows(db, "SELECT key, value FROM meta"))
     assert meta["fts_built_at"] > meta["chunks_changed_at"]
     conn = duckdb.connect(str(db), read_only=True)
