@@ -15,11 +15,6 @@ Runs, in order, each on the same database copy:
 * hybrid, 30 questions, cache warm (the steady state of a daily job);
 * hybrid, 1 question, cache warm: the fixed cost (start-up, checks, reports), so the marginal cost of
   a question is (T30 − T1) / 29;
-* a diagnostic, not the product as shipped: the warm hybrid run three more times, alternating with the
-  same run where ``import pandas`` fails at once (a ``sitecustomize`` on PYTHONPATH sets
-  ``sys.modules["pandas"] = None``). DuckDB's Python client looks pandas up for every bound parameter
-  value; without pandas installed each look-up searches sys.path again. The difference of the medians
-  is what those look-ups cost per question.
 
     .venv/bin/python benchmarks/bench_runner.py [--db CORPUS.duckdb]
 """
@@ -104,8 +99,6 @@ def main() -> None:
             ("hybrid", questions, "hybrid, 30 questions, embedding cache cold"),
             ("hybrid", questions, "hybrid, 30 questions, embedding cache warm"),
             ("hybrid", questions[:1], "hybrid, 1 question, cache warm (fixed cost)")]
-    ab = [("hybrid", questions, "A/B: hybrid, warm, as shipped"),
-          ("hybrid", questions, "A/B: hybrid, warm, pandas look-ups short-circuited")] * 3
     runs: list[dict[str, Any]] = []
     with common.temp_dir("runner") as tmp, FakeOllama() as fake:
         fake.chat_responder = grounded_reply
@@ -113,19 +106,13 @@ def main() -> None:
         shutil.copyfile(source, db)
         chunks = _count_chunks(db)
         print(f"database: copy of {source.name}, {chunks} chunks; fake Ollama at {fake.url}")
-        blocker = tmp / "no-pandas"
-        blocker.mkdir()
-        (blocker / "sitecustomize.py").write_text("import sys\nsys.modules.setdefault('pandas', None)\n")
-        for i, (method, qs, label) in enumerate(plan + ab):
-            env = {"PYTHONPATH": str(blocker)} if "short-circuited" in label else None
-            if i == len(plan):
-                print("  diagnostic A/B (3 pairs):")
+        for method, qs, label in plan:
             job = tmp / "job.yaml"
             write_job(job, questions=qs, method=method, host=fake.url, out=tmp / "out")
-            quiet = common.wait_for_quiet(args.max_wait) if i <= len(plan) else {}
+            quiet = common.wait_for_quiet(args.max_wait)
             chat0, embed0 = len(fake.requests_to("/api/chat")), len(fake.requests_to("/api/embed"))
             measured = common.run_measured([common.WEBQA, "--quiet", "run", job, "--no-crawl", "--db", db,
-                                            "--out", tmp / "out"], env=env)
+                                            "--out", tmp / "out"])
             if measured.returncode != 0:
                 print(measured.stdout, measured.stderr)
                 measured.check()
@@ -147,23 +134,17 @@ def main() -> None:
 
     warm30, warm1 = runs[2], runs[3]
     marginal = (warm30["wall_s"] - warm1["wall_s"]) / (warm30["questions"] - warm1["questions"])
-    shipped = common.median([r["wall_s"] for r in runs[len(plan):] if "as shipped" in r["label"]])
-    blocked = common.median([r["wall_s"] for r in runs[len(plan):] if "short-circuited" in r["label"]])
-    result = {"chunks": chunks, "runs": runs[:len(plan)], "ab_runs": runs[len(plan):],
-              "marginal_per_question_s": round(marginal, 4), "fixed_cost_s": round(warm1["wall_s"] - marginal, 3),
-              "ab_shipped_median_s": round(shipped, 3), "ab_blocked_median_s": round(blocked, 3),
-              "pandas_lookups_per_question_s": round((shipped - blocked) / len(questions), 4)}
+    result = {"chunks": chunks, "runs": runs,
+              "marginal_per_question_s": round(marginal, 4), "fixed_cost_s": round(warm1["wall_s"] - marginal, 3)}
     path = common.save_result("runner", result, command=common.command_line(), machine=machine)
     print()
     print("[5] runner overhead per question (webqa run --no-crawl, fake Ollama answering at once; wall ÷ questions, "
           "minus nothing):")
-    for r in runs[:len(plan)]:
+    for r in runs:
         print(f"    {r['label']:<45} {r['wall_s']:7.2f} s  {r['per_question_s'] * 1000:7.0f} ms/question  "
               f"peak RSS {r['max_rss_mib']:.0f} MiB")
     print(f"    marginal cost of one more question (hybrid, warm): {marginal * 1000:.0f} ms; fixed cost per run "
           f"{result['fixed_cost_s']:.2f} s")
-    print(f"    DuckDB's failed pandas look-ups cost {result['pandas_lookups_per_question_s'] * 1000:.0f} ms per question: "
-          f"warm hybrid run {shipped:.2f} s as shipped vs {blocked:.2f} s with them short-circuited (medians of 3)")
     print(f"results: {path.relative_to(common.REPO)}")
 
 

@@ -191,9 +191,10 @@ def select_section(r: dict[str, Any]) -> list[str]:
     for size, entry in f["sizes"].items():
         for method, m in entry["methods"].items():
             goal = goals.get(method)
-            times = m["p95_ms"] / goal if goal else 0.0
-            verdict = "" if goal is None else _met(m["p95_ms"] < goal and m["median_ms"] < goal,
-                                                   f"p95 {times:.1f}× the goal")
+            # The goal is the median per question; the p95 is reported beside it.
+            verdict = "" if goal is None else _met(m["median_ms"] < goal, f"median {m['median_ms'] / goal:.1f}× the goal")
+            if goal is not None and m["p95_ms"] >= goal:
+                verdict += f" (p95 {m['p95_ms'] / goal:.1f}× the goal)"
             goal_cell = f"< {goal:g} ms" if goal else ""
             lines.append(f"| {int(size):,} | {method} | {m['median_ms']:.1f} | {m['p95_ms']:.1f} | {m['max_ms']:.1f} | "
                          f"{goal_cell} | {verdict} |")
@@ -226,11 +227,6 @@ def runner_section(r: dict[str, Any]) -> list[str]:
                      f"{_load_cell(run.get('load'))} |")
     lines += ["", f"Marginal cost of one more question (hybrid, warm cache): **{f['marginal_per_question_s'] * 1000:.0f} ms**; "
               f"fixed cost of a run (start-up, checks, reports): {f['fixed_cost_s']:.2f} s.", ""]
-    if "ab_shipped_median_s" in f:
-        lines += [f"Diagnostic (not the product as shipped): the warm hybrid run takes {f['ab_shipped_median_s']:.2f} s "
-                  f"as shipped and {f['ab_blocked_median_s']:.2f} s when DuckDB's `import pandas` attempts fail at once "
-                  f"(medians of 3 alternating runs): **{f['pandas_lookups_per_question_s'] * 1000:.0f} ms per question** "
-                  "go to looking for a module that is not installed.", ""]
     lines += [f"Reproduce: `{r['command']}`", ""]
     return lines
 
