@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import os
 import re
 import signal
@@ -31,9 +30,9 @@ from crawler import settings as crawl_defaults
 from crawler.items import ExtractedPage, FetchedPage, FetchOutcome
 from pipelines import extraction
 from pipelines.chunk import HEADING_SEPARATOR
+from tests.crawling import REPO, crawl_api, ok
 from tests.site_server import FIXED_LAST_MODIFIED, RequestInfo, SiteServer
 
-REPO = Path(__file__).resolve().parent.parent
 RETRY_TIMES = crawl_defaults.RETRY_TIMES
 REDIRECT_MAX_TIMES = crawl_defaults.REDIRECT_MAX_TIMES
 
@@ -80,31 +79,6 @@ def run_cli(*args: str, db: Path, delay: float | None = 0, timeout: float = 120)
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
-_API_SCRIPT = """
-import json, logging, sys
-from crawler.run import CrawlOptions, run_crawl
-from jobs.errors import WebqaError
-logging.basicConfig(level=logging.ERROR)
-options = json.loads(sys.argv[1])
-try:
-    summary = run_crawl(CrawlOptions(**options), sys.argv[2])
-except WebqaError as exc:
-    print(f"Error: {exc}", file=sys.stderr)
-    sys.exit(int(exc.exit_code))
-print(summary.line())
-sys.exit(0 if summary.count("failed") == 0 else 1)
-"""
-
-
-def run_api(db: Path, **options: Any) -> subprocess.CompletedProcess[str]:
-    """``run_crawl(CrawlOptions(**options), db)`` in a subprocess, for options the CLI lacks."""
-    options.setdefault("delay", 0)
-    return subprocess.run(
-        [sys.executable, "-c", _API_SCRIPT, json.dumps(options), str(db)],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )
-
-
 _SUMMARY = re.compile(
     r"fetched (?P<fetched>\d+) \(new (?P<new>\d+), changed (?P<changed>\d+), unchanged (?P<unchanged>\d+)\), "
     r"not modified (?P<not_modified>\d+), fresh (?P<fresh>\d+), skipped (?P<skipped>\d+), failed (?P<failed>\d+);"
@@ -119,14 +93,6 @@ def summary(result: subprocess.CompletedProcess[str], stream: str = "stdout") ->
     match = _SUMMARY.search(lines[0])
     assert match, lines[0]
     return {key: int(value) for key, value in match.groupdict().items()}
-
-
-def ok(result: subprocess.CompletedProcess[str], code: int = 0) -> subprocess.CompletedProcess[str]:
-    assert result.returncode == code, (
-        f"exit {result.returncode}, expected {code}\nstdout: {result.stdout}\nstderr: {result.stderr[-5000:]}"
-    )
-    assert "Traceback" not in result.stderr, result.stderr[-5000:]
-    return result
 
 
 def rows(db: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -351,7 +317,7 @@ def test_timeout_and_oversize_are_recorded(site: SiteServer, tmp_path: Path) -> 
     db = tmp_path / "webqa.duckdb"
     urls = [site.url(0, "/good.html"), site.url(0, "/slow.html"), site.url(1, "/big.html")]
 
-    result = ok(run_api(db, urls=urls, timeout=1, max_bytes=20_000), code=1)
+    result = ok(crawl_api(db, urls=urls, timeout=1, max_bytes=20_000), code=1)
 
     log = fetch_log(db)
     assert log[site.url(0, "/slow.html")][0] == "failed"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import codecs
 import email.utils
 import ipaddress
-import json
 import os
 import random
 import signal
@@ -50,10 +49,11 @@ from crawler.run import CrawlOptions, crawl_settings
 from crawler.spiders.urls import describe_failure
 from jobs.errors import ConfigError
 from pipelines import extraction
+from tests.crawling import REPO, maxrss_mb, ok
+from tests.crawling import crawl_api as run_crawl_api
 from tests.site_server import RequestInfo, SiteServer
-from tests.test_crawl import fetch_log, page, pages, prose, rows, summary
+from tests.test_crawl import fetch_log, page, pages, rows, summary
 
-REPO = Path(__file__).resolve().parent.parent
 HINT = "(SSRF guard); set allow_private_networks to crawl private networks"
 MB = 1024 * 1024
 
@@ -85,48 +85,12 @@ def crawl_cli(urls: list[str], db: Path, *, guard: bool = False, delay: float = 
     return cli("crawl", *urls, "--db", str(db), "--delay", str(delay), guard=guard)
 
 
-# run_crawl in a subprocess for options the CLI lacks; also reports the process's peak memory.
-_API_SCRIPT = """
-import json, logging, resource, sys
-from crawler.run import CrawlOptions, run_crawl
-from jobs.errors import WebqaError
-logging.basicConfig(level=logging.ERROR)
-options = json.loads(sys.argv[1])
-try:
-    summary = run_crawl(CrawlOptions(**options), sys.argv[2])
-except WebqaError as exc:
-    print(f"Error: {exc}", file=sys.stderr)
-    sys.exit(int(exc.exit_code))
-finally:
-    print(f"maxrss_kb {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}", file=sys.stderr)
-print(summary.line())
-sys.exit(0 if summary.count("failed") == 0 else 1)
-"""
-
-
 def crawl_api(db: Path, *, guard: bool = False, **options: Any) -> subprocess.CompletedProcess[str]:
-    options.setdefault("delay", 0)
-    return subprocess.run(
-        [sys.executable, "-c", _API_SCRIPT, json.dumps(options), str(db)],
-        cwd=REPO, capture_output=True, text=True, timeout=120, env=environment(guard=guard),
-    )
-
-
-def exits(result: subprocess.CompletedProcess[str], code: int) -> subprocess.CompletedProcess[str]:
-    assert result.returncode == code, (
-        f"exit {result.returncode}, expected {code}\nstdout: {result.stdout}\nstderr: {result.stderr[-5000:]}"
-    )
-    assert "Traceback" not in result.stderr, result.stderr[-5000:]
-    return result
+    return run_crawl_api(db, env=environment(guard=guard), **options)
 
 
 def error_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
     return [line for line in result.stderr.splitlines() if line.startswith("Error:")]
-
-
-def maxrss_mb(result: subprocess.CompletedProcess[str]) -> float:
-    (line,) = [line for line in result.stderr.splitlines() if line.startswith("maxrss_kb ")]
-    return int(line.split()[1]) / 1024
 
 
 # == 3. SSRF guard ==================================================================================
@@ -469,7 +433,7 @@ def test_guard_blocks_loopback_before_any_request_and_the_option_opens_it(site: 
     db = tmp_path / "guarded.duckdb"
 
     started = time.monotonic()
-    result = exits(crawl_cli([*urls, "file:///etc/passwd"], db, guard=True), 3)  # nothing could be fetched
+    result = ok(crawl_cli([*urls, "file:///etc/passwd"], db, guard=True), 3)  # nothing could be fetched
 
     assert time.monotonic() - started < 30
     assert site.log == []  # not a single request reached the server, robots.txt included
@@ -487,7 +451,7 @@ def test_guard_blocks_loopback_before_any_request_and_the_option_opens_it(site: 
 
     # The job key / CLI flag (CrawlOptions.allow_private_networks) opens the guard on purpose, without
     # the environment variable.
-    exits(crawl_api(db, guard=True, urls=[site.url(0, "/a.html"), site.url(1, "/b.html")],
+    ok(crawl_api(db, guard=True, urls=[site.url(0, "/a.html"), site.url(1, "/b.html")],
                     allow_private_networks=True), 0)
     assert set(pages(db)) == {site.url(0, "/a.html"), site.url(1, "/b.html")}
 
@@ -495,7 +459,7 @@ def test_guard_blocks_loopback_before_any_request_and_the_option_opens_it(site: 
     bad = subprocess.run([sys.executable, "-m", "jobs.cli", "crawl", site.url(0, "/a.html"), "--db", str(db)],
                          cwd=REPO, capture_output=True, text=True, timeout=60,
                          env={**environment(guard=True), "WEBQA_ALLOW_PRIVATE_NETWORKS": "perhaps"})
-    exits(bad, 2)
+    ok(bad, 2)
     assert error_lines(bad) == ["Error: WEBQA_ALLOW_PRIVATE_NETWORKS='perhaps': use 1 to allow private networks "
                                 "or 0 to keep the SSRF guard on"]
 
@@ -506,7 +470,7 @@ def test_redirect_to_file_url_is_recorded_and_not_followed(site: SiteServer, tmp
     db = tmp_path / "w.duckdb"
     urls = [site.url(0, "/to-passwd.html"), site.url(0, "/good.html")]
 
-    exits(crawl_cli(urls, db), 1)
+    ok(crawl_cli(urls, db), 1)
 
     assert fetch_log(db)[urls[0]][:2] == (
         "failed", "redirect to file:///etc/passwd not followed: only http and https are fetched")
@@ -597,7 +561,7 @@ def test_retry_after_is_honoured_on_the_wire(site: SiteServer, tmp_path: Path) -
     started = time.monotonic()
     # A small delay: with none at all Scrapy 2.19 may start two requests to one host at the same
     # instant, and a pause can only hold back what has not left yet.
-    result = exits(crawl_cli(urls, db, delay=0.2), 1)
+    result = ok(crawl_cli(urls, db, delay=0.2), 1)
 
     assert time.monotonic() - started < 30  # nobody waited an hour
     for host, path in ((0, "/busy.html"), (1, "/throttled.html")):
@@ -656,7 +620,7 @@ def test_decompression_bombs_are_stopped_at_the_size_limit(site: SiteServer, tmp
     db = tmp_path / "w.duckdb"
     urls = [site.url(0, path) for path in bombs] + [site.url(1, "/good.html")]
 
-    result = exits(crawl_api(db, urls=urls), 1)
+    result = ok(crawl_api(db, urls=urls), 1)
 
     limit = 10 * MB
     log = fetch_log(db)
@@ -679,7 +643,7 @@ def test_trickling_and_silent_servers_end_at_the_timeout(site: SiteServer, tmp_p
     urls = [site.url(0, "/trickle.html"), site.url(1, "/silent.html"), site.url(1, "/good.html")]
 
     started = time.monotonic()
-    exits(crawl_api(db, urls=urls, timeout=2), 1)
+    ok(crawl_api(db, urls=urls, timeout=2), 1)
 
     elapsed = time.monotonic() - started
     log = fetch_log(db)
@@ -700,7 +664,7 @@ def test_pathological_page_extraction_is_bounded(site: SiteServer, tmp_path: Pat
     urls = [site.url(0, "/heavy.html"), site.url(1, "/good.html")]
 
     started = time.monotonic()
-    exits(crawl_api(db, urls=urls, extra_settings={"WEBQA_EXTRACT_TIMEOUT": 1}), 1)
+    ok(crawl_api(db, urls=urls, extra_settings={"WEBQA_EXTRACT_TIMEOUT": 1}), 1)
 
     assert time.monotonic() - started < 30
     assert fetch_log(db)[urls[0]] == ("failed", "extraction took longer than 1 s", 200)
