@@ -200,7 +200,7 @@ def ensure_unit_vectors(conn: duckdb.DuckDBPyConnection, dims: int) -> None:
 
 
 def add_unit_vectors(conn: duckdb.DuckDBPyConnection, model: str | None, keys: Sequence[str],
-                          dims: Iterable[int] | None = None) -> None:
+                     dims: Iterable[int] | None = None) -> None:
     """Keep the typed vector tables in step with an insert into ``embeddings`` of window ``keys`` for
     ``model``, or (``model`` None) with newly mapped windows whose vectors any model may have cached.
 
