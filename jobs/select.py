@@ -442,6 +442,12 @@ ORDER BY top.score DESC, top.doc
 # first query kept.
 WINDOWS_PER_DOC = 8
 _EMBEDDING_SCOPE = "AND v.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url))"
+# The pool's chunks with their text, best first (``top``: doc, score).
+_EMBEDDING_RESULT = """
+SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score, c.ordinal, {windows_seen}
+FROM top JOIN selection_docs s USING (doc) JOIN chunks c ON c.chunk_id = s.chunk_id
+ORDER BY top.score DESC, top.doc
+"""
 EMBEDDING_SQL = """
 WITH windows AS (
     SELECT v.doc, array_inner_product(v.vector, $q::FLOAT[{dims}]) AS score
@@ -451,11 +457,7 @@ WITH windows AS (
     LIMIT $windows
 ),
 top AS (SELECT doc, max(score) AS score FROM windows GROUP BY doc ORDER BY score DESC, doc LIMIT $pool)
-SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score, c.ordinal,
-       (SELECT count(*) FROM windows)
-FROM top JOIN selection_docs s USING (doc) JOIN chunks c ON c.chunk_id = s.chunk_id
-ORDER BY top.score DESC, top.doc
-"""
+""" + _EMBEDDING_RESULT.replace("{windows_seen}", "(SELECT count(*) FROM windows)")
 EMBEDDING_ALL_SQL = """
 WITH top AS (
     SELECT v.doc, max(array_inner_product(v.vector, $q::FLOAT[{dims}])) AS score
@@ -465,10 +467,7 @@ WITH top AS (
     ORDER BY score DESC, v.doc
     LIMIT $pool
 )
-SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score, c.ordinal, NULL
-FROM top JOIN selection_docs s USING (doc) JOIN chunks c ON c.chunk_id = s.chunk_id
-ORDER BY top.score DESC, top.doc
-"""
+""" + _EMBEDDING_RESULT.replace("{windows_seen}", "NULL")
 
 
 def _unit_length(vector: Sequence[float]) -> list[float]:

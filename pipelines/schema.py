@@ -269,24 +269,29 @@ def unit_vectors_table(dims: int) -> str:
 LEGACY_VECTOR_TABLE_PREFIX = "selection_vectors_"
 
 
-def _unit_vector(dims: int) -> str:
-    # ``v`` and its length ``n`` come from the enclosing query; a zero vector stays zero (cosine 0).
-    return f"(CASE WHEN n > 0 THEN list_transform(v, x -> (x / n)::FLOAT) ELSE v END)::FLOAT[{int(dims)}]"
-
-
-def rebuild_unit_vectors(dims: int) -> str:
+def _unit_rows(dims: int, windows: str, where: str = "TRUE") -> str:
+    """(model, doc, part, vector scaled to length 1) for the windows query ``windows`` (doc, part,
+    window_key), with their cached vectors of length ``dims``. A zero vector stays zero (cosine 0)."""
     return f"""
-CREATE OR REPLACE TABLE {unit_vectors_table(dims)} AS
-SELECT model, doc, part, {_unit_vector(dims)} AS vector
+SELECT model, doc, part,
+       (CASE WHEN n > 0 THEN list_transform(v, x -> (x / n)::FLOAT) ELSE v END)::FLOAT[{int(dims)}] AS vector
 FROM (
-    SELECT e.model, s.doc, w.part, e.vector AS v, sqrt(list_dot_product(e.vector, e.vector)) AS n
-    FROM selection_docs s
-    JOIN chunk_windows w ON w.embed_key = s.embed_key AND w.scheme = $scheme
-    JOIN embeddings e ON e.embed_key = w.window_key
-    WHERE e.dims = {int(dims)}
+    SELECT e.model, x.doc, x.part, e.vector AS v, sqrt(list_dot_product(e.vector, e.vector)) AS n
+    FROM ({windows}) x JOIN embeddings e ON e.embed_key = x.window_key
+    WHERE e.dims = {int(dims)} AND {where}
 )
 ORDER BY model, doc, part
 """
+
+
+# The windows (of ``$scheme``) of every indexed chunk.
+_INDEXED_WINDOWS = """
+    SELECT s.doc, w.part, w.window_key FROM selection_docs s
+    JOIN chunk_windows w ON w.embed_key = s.embed_key AND w.scheme = $scheme"""
+
+
+def rebuild_unit_vectors(dims: int) -> str:
+    return f"CREATE OR REPLACE TABLE {unit_vectors_table(dims)} AS {_unit_rows(dims, _INDEXED_WINDOWS)}"
 
 
 def add_unit_vectors(dims: int) -> tuple[str, str]:
@@ -298,23 +303,11 @@ def add_unit_vectors(dims: int) -> tuple[str, str]:
     ``INSERT OR REPLACE`` of a vector never leaves two, then add them.
     """
     table = unit_vectors_table(dims)
-    windows = """
-        SELECT s.doc, w.part, w.window_key FROM selection_docs s
-        JOIN chunk_windows w ON w.embed_key = s.embed_key AND w.scheme = $scheme
-        WHERE w.window_key IN (SELECT unnest($keys))"""
+    windows = f"{_INDEXED_WINDOWS}\n    WHERE w.window_key IN (SELECT unnest($keys))"
     return (
         f"DELETE FROM {table} t USING ({windows}) x "
         f"WHERE ($model IS NULL OR t.model = $model) AND t.doc = x.doc AND t.part = x.part",
-        f"""
-INSERT INTO {table}
-SELECT model, doc, part, {_unit_vector(dims)}
-FROM (
-    SELECT e.model, x.doc, x.part, e.vector AS v, sqrt(list_dot_product(e.vector, e.vector)) AS n
-    FROM ({windows}) x JOIN embeddings e ON e.embed_key = x.window_key
-    WHERE ($model IS NULL OR e.model = $model) AND e.dims = {int(dims)}
-)
-ORDER BY doc, part
-""",
+        f"INSERT INTO {table} {_unit_rows(dims, windows, '($model IS NULL OR e.model = $model)')}",
     )
 
 

@@ -192,11 +192,16 @@ def _table_exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
     return bool(row and row[0])
 
 
+def rebuild_unit_vectors(conn: duckdb.DuckDBPyConnection, dims: int) -> None:
+    """(Re)build the typed vector table for ``dims`` from the cache. Needs selection_docs."""
+    conn.execute(schema.rebuild_unit_vectors(dims), {"scheme": EMBED_SCHEME})
+
+
 def ensure_unit_vectors(conn: duckdb.DuckDBPyConnection, dims: int) -> None:
     """Build the typed vector table for ``dims`` if it is missing (vectors of a new length, or a database
     indexed before the table existed). Needs selection_docs, i.e. a built fts index."""
     if not _table_exists(conn, schema.unit_vectors_table(dims)):
-        conn.execute(schema.rebuild_unit_vectors(dims), {"scheme": EMBED_SCHEME})
+        rebuild_unit_vectors(conn, dims)
 
 
 def add_unit_vectors(conn: duckdb.DuckDBPyConnection, model: str | None, keys: Sequence[str],
@@ -218,7 +223,7 @@ def add_unit_vectors(conn: duckdb.DuckDBPyConnection, model: str | None, keys: S
             for statement in schema.add_unit_vectors(d):
                 conn.execute(statement, {"model": model, "keys": list(keys), "scheme": EMBED_SCHEME})
         else:
-            conn.execute(schema.rebuild_unit_vectors(d), {"scheme": EMBED_SCHEME})
+            rebuild_unit_vectors(conn, d)
 
 
 class Store:
@@ -276,7 +281,7 @@ class Store:
         self.conn.execute(schema.SELECTION_DOCS)
         self.conn.execute(schema.BM25_POSTINGS)
         for (dims,) in self.conn.execute("SELECT DISTINCT dims FROM embeddings ORDER BY dims").fetchall():
-            self.conn.execute(schema.rebuild_unit_vectors(dims), {"scheme": EMBED_SCHEME})
+            rebuild_unit_vectors(self.conn, dims)
         legacy = self.conn.execute(
             "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' AND starts_with(table_name, ?)",
             [schema.LEGACY_VECTOR_TABLE_PREFIX]).fetchall()
