@@ -12,11 +12,11 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs.errors import ConfigError, NothingToDoError
+from jobs.errors import ConfigError, Interrupted, NothingToDoError
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, read_url_file
 from pipelines.store import Store, utcnow
 
@@ -55,6 +55,8 @@ class CrawlOptions:
     max_bytes: int = 10 * MB
     recrawl_after: timedelta | None = None
     refresh: bool = False
+    # Resuming an interrupted run's crawl: pages fetched or confirmed since then are not fetched again.
+    fresh_since: datetime | None = None
     job_name: str | None = None
     extract_workers: int = 0
     verbose: bool = False
@@ -69,6 +71,7 @@ class CrawlSummary:
     problems: list[UrlProblem]
     fresh: int
     seconds: float
+    interrupted: str | None = None  # the signal that stopped the crawl, e.g. "SIGTERM"
 
     def count(self, key: str) -> int:
         return int(self.counts.get(key, 0) or 0)
@@ -79,8 +82,10 @@ class CrawlSummary:
         return self.count("fetched") + self.count("not_modified")
 
     def line(self) -> str:
+        how = f"Crawl interrupted by {self.interrupted} after {self.seconds:.1f}s" if self.interrupted else (
+            f"Crawled in {self.seconds:.1f}s")
         return (
-            f"Crawled in {self.seconds:.1f}s: fetched {self.count('fetched')} "
+            f"{how}: fetched {self.count('fetched')} "
             f"(new {self.count('new')}, changed {self.count('changed')}, unchanged {self.count('unchanged')}), "
             f"not modified {self.count('not_modified')}, fresh {self.fresh}, "
             f"skipped {self.count('skipped')}, failed {self.count('failed')}; "
@@ -104,6 +109,23 @@ def gather_urls(options: CrawlOptions) -> tuple[list[ListedUrl], list[UrlProblem
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
     return collect_urls(entries)
+
+
+def fresh_cutoff(options: CrawlOptions) -> datetime | None:
+    """Pages fetched or confirmed at or after this time are not fetched again in this crawl."""
+    cutoffs = [options.fresh_since] if options.fresh_since is not None else []
+    if options.recrawl_after is not None and not options.refresh:
+        cutoffs.append(utcnow() - options.recrawl_after)
+    return min(cutoffs) if cutoffs else None
+
+
+def _mark_interrupted(db_path: Path, summary: CrawlSummary) -> None:
+    """After a second signal the pipeline never closed: record the crawl run as interrupted here."""
+    try:
+        with Store.open(db_path) as store:
+            store.finish_crawl(int(summary.crawl_run_id or 0), "interrupted", summary.counts)
+    except Exception:  # noqa: BLE001 - the next crawl marks it 'killed' instead; the signal is what matters
+        log.debug("Could not mark crawl run %s interrupted", summary.crawl_run_id, exc_info=True)
 
 
 def allows_private_networks(options: CrawlOptions) -> bool:
@@ -174,6 +196,7 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
     from scrapy.crawler import CrawlerProcess
     from scrapy.settings import Settings
 
+    from crawler.shutdown import GracefulShutdown
     from crawler.spiders.urls import UrlsSpider
 
     started = time.monotonic()
@@ -185,8 +208,8 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
     with Store.open(db_path) as store:
         stored = store.validators()
         fresh: list[ListedUrl] = []
-        if options.recrawl_after is not None and not options.refresh:
-            cutoff = utcnow() - options.recrawl_after
+        cutoff = fresh_cutoff(options)
+        if cutoff is not None:
             fresh = [u for u in listed if (v := stored.get(u.url)) and v.fetched_at and v.fetched_at >= cutoff]
             fresh_urls = {u.url for u in fresh}
             listed = [u for u in listed if u.url not in fresh_urls]
@@ -207,11 +230,19 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
         crawler, listed=listed, problems=problems, depth=options.depth, max_pages=options.max_pages,
         allow=list(options.allow), deny=list(options.deny), follow=options.follow,
     )
-    process.start()
+    with GracefulShutdown(process, crawler) as shutdown:
+        process.start(install_signal_handlers=False)
 
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
     counts = {k.removeprefix("webqa/count/"): int(v) for k, v in stats.items() if k.startswith("webqa/count/")}
-    summary = CrawlSummary(stats.get("webqa/crawl_run_id"), counts, problems, len(fresh), time.monotonic() - started)
+    summary = CrawlSummary(stats.get("webqa/crawl_run_id"), counts, problems, len(fresh), time.monotonic() - started,
+                           interrupted=shutdown.signal_name)
+    if shutdown.signal_name is not None:
+        if shutdown.immediate and summary.crawl_run_id is not None:
+            _mark_interrupted(db_path, summary)
+        how = "stopped at once" if shutdown.immediate else "stopped after the requests in flight"
+        raise Interrupted(f"{shutdown.signal_name}: the crawl {how}; {summary.processed} pages fetched or "
+                          "confirmed are stored, the rest was not fetched", summary, immediate=shutdown.immediate)
     if summary.crawl_run_id is None:
         raise NothingToDoError(f"the crawl did not start; rerun with -v to see Scrapy's log (database {db_path})")
     if summary.processed == 0 and not fresh:

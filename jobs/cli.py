@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from jobs.errors import ConfigError, ExitCode, NothingToDoError, StoreError, WebqaError
+from jobs.errors import ConfigError, ExitCode, Interrupted, NothingToDoError, StoreError, WebqaError
 
 DEFAULT_DB = os.environ.get("WEBQA_DB", "webqa.duckdb")
 
@@ -441,6 +441,10 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     )
     try:
         summary = run_crawl(options, args.db)
+    except Interrupted as exc:
+        if exc.summary is not None:
+            _console(args).important(exc.summary.line())  # type: ignore[attr-defined]
+        raise
     except NothingToDoError as exc:
         for problem in getattr(exc.summary, "problems", []):
             _note(args, f"Skipped {problem}")
@@ -490,6 +494,14 @@ def _hide_disabled_components(record: logging.LogRecord) -> bool:
     return not record.name.startswith(("scrapy", "twisted", "asyncio", "py.warnings"))
 
 
+def _exit_now(console: Console, code: int) -> None:
+    """A second signal: what had to be recorded is; do not wait for threads still talking to a server."""
+    console.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -515,6 +527,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if log is not None:
             console._stamp(f"exit {code}")
         return code
+    except Interrupted as exc:
+        console.important(f"Interrupted: {exc}")
+        console._stamp(f"exit {int(exc.exit_code)}")
+        if exc.immediate:
+            _exit_now(console, int(exc.exit_code))
+        return int(exc.exit_code)
     except WebqaError as exc:
         console.important(f"Error: {exc}")
         console._stamp(f"exit {int(exc.exit_code)}")

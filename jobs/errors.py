@@ -18,7 +18,7 @@ class ExitCode(IntEnum):
     FAILED = 3  # the job could not do its work (no URL fetched, LLM unavailable, …)
     LOCKED = 4  # another webqa process holds the database
     CHANGED = 5  # --fail-on-change and at least one answer changed
-    INTERRUPTED = 130  # SIGINT/SIGTERM: stopped cleanly after the current step
+    INTERRUPTED = 130  # SIGINT/SIGTERM: stopped cleanly after the current step (SIGTERM too, not 143)
 
 
 class WebqaError(Exception):
@@ -61,3 +61,24 @@ class NothingToDoError(WebqaError):
     def __init__(self, message: str, summary: object | None = None) -> None:
         super().__init__(message)
         self.summary = summary  # what was done before giving up, for the CLI's summary line
+
+
+class StorageError(StoreError):
+    """Writing to the database or the output folder failed (disk full, read-only, I/O error).
+
+    What was committed before stays; a run stopped by it can be continued with ``--resume``.
+    """
+
+
+class Interrupted(WebqaError):
+    """SIGINT or SIGTERM stopped the work: what was finished is stored, the rest was not done.
+
+    ``immediate`` is a second signal: in-flight work was abandoned, not waited for.
+    """
+
+    exit_code = ExitCode.INTERRUPTED
+
+    def __init__(self, message: str, summary: object | None = None, *, immediate: bool = False) -> None:
+        super().__init__(message)
+        self.summary = summary
+        self.immediate = immediate

@@ -64,7 +64,9 @@ class StorePipeline:
         try:
             if counts.get("new") or counts.get("changed") or self.store.fts_is_stale():
                 self.store.rebuild_fts()
-            status = "interrupted" if stats.get("finish_reason") not in (None, "finished") else "done"
+            # A signal's stop (crawler/shutdown.py) closes the pipelines before Scrapy sets finish_reason.
+            stopped = stats.get("webqa/interrupted") or stats.get("finish_reason") not in (None, "finished")
+            status = "interrupted" if stopped else "done"
             assert self.crawl_run_id is not None
             self.store.finish_crawl(self.crawl_run_id, status, counts)
         finally:

@@ -1,0 +1,95 @@
+"""SIGINT/SIGTERM during a crawl: the first stops it soon and cleanly, the second at once.
+
+Scrapy's own handler stops the engine gracefully, but "gracefully" waits for every request the
+downloader holds, and with a per-host delay that is every request already handed to a host's slot:
+a crawl of a few hundred pages on one host then runs to its end, and cron's `timeout` looks ignored.
+Here the first signal stops the engine *and* hands back the requests still waiting in the slots
+(each recorded as skipped, "the crawl was interrupted"), so only the transfers on the wire finish
+and what they fetched is stored. The second signal stops the reactor without waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+from scrapy.crawler import Crawler, CrawlerProcess
+from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.defer import deferred_from_coro
+from twisted.python.failure import Failure
+
+log = logging.getLogger(__name__)
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+INTERRUPTED_REASON = "not fetched: the crawl was interrupted"
+
+
+class GracefulShutdown:
+    """Installed around ``CrawlerProcess.start(install_signal_handlers=False)`` in the main thread."""
+
+    def __init__(self, process: CrawlerProcess, crawler: Crawler) -> None:
+        self.process = process
+        self.crawler = crawler
+        self.signal_name: str | None = None  # the first signal received, e.g. "SIGTERM"
+        self.immediate = False  # a second signal came
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> GracefulShutdown:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, self._handle) for s in SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        from twisted.internet import reactor
+
+        # Only flags and callFromThread here: a signal handler must not log or touch Scrapy's state.
+        if self.signal_name is None:
+            self.signal_name = signal.Signals(signum).name
+            reactor.callFromThread(self._stop)  # type: ignore[attr-defined]
+        else:
+            self.immediate = True
+            reactor.callFromThread(self._kill)  # type: ignore[attr-defined]
+
+    def _stop(self) -> None:
+        log.info("Received %s: finishing the requests in flight, then stopping (send it again to stop now)",
+                 self.signal_name)
+        engine = self.crawler.engine
+        if engine is None or not engine.running:
+            return
+        if self.crawler.stats is not None:
+            self.crawler.stats.set_value("webqa/interrupted", self.signal_name)
+        # Stopping first sets engine.running to False, so nothing new leaves the scheduler while the
+        # slots are emptied below.
+        deferred_from_coro(self.crawler.stop_async())
+        release_queued_requests(engine.downloader)
+
+    def _kill(self) -> None:
+        log.info("Received %s again: stopping now", self.signal_name)
+        from twisted.internet import reactor
+
+        try:
+            reactor.stop()  # type: ignore[attr-defined]
+        except RuntimeError:
+            pass  # already stopping
+
+
+def release_queued_requests(downloader: Any) -> int:
+    """Fail every request waiting in a downloader slot (not yet sent) as skipped; returns how many."""
+    released = 0
+    for slot in list(downloader.slots.values()):
+        if slot.latercall is not None:
+            slot.latercall.cancel()
+            slot.latercall = None
+        while slot.queue:
+            _request, deferred = slot.queue.popleft()
+            deferred.errback(Failure(IgnoreRequest(INTERRUPTED_REASON)))
+            released += 1
+    return released
