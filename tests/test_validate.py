@@ -1,13 +1,20 @@
-"""Citation checks: quotes must occur in the very source they cite, allowing only copying slips."""
+"""Citation checks: quotes must be the very words of the source they cite, allowing only the
+differences listed in ``jobs.validate.TOLERATED`` (issue 13: flipped words, stitched fragments,
+contentless quotes and malformed source numbers must not ground an answer)."""
 
 from __future__ import annotations
 
+import html
 import random
+import re
+from pathlib import Path
 
 import pytest
 
 from jobs.prompt import NOT_ENOUGH_INFORMATION, Source
 from jobs.validate import (
+    MAX_GAP_WORDS,
+    TOLERATED,
     CitationCheck,
     coerce_answer,
     find_quote,
@@ -68,10 +75,12 @@ def test_wrapping_quotes_and_dropped_punctuation_pass() -> None:
     assert similarity == 1.0
 
 
-def test_small_typo_passes_with_lower_similarity() -> None:
-    matched, similarity = find_quote("It needs Pyhton 3.11 or newr", INSTALL)
-    assert matched == "It needs Python 3.11 or newer"
-    assert 0.9 <= similarity < 1.0
+def test_a_typo_is_a_different_word_and_fails() -> None:
+    # Issue 13: character similarity let "disabled" pass for "enabled"; a misspelt word is no safer.
+    matched, similarity = find_quote("It needs Pyhton 3.11 or newer", INSTALL)
+    assert matched is None and 0 < similarity < 1.0
+    v = validate_answer(reply((1, "It needs Pyhton 3.11 or newer")), SOURCES)
+    assert v.failed[0].reason == "quote not found in source 1: it differs at 'pyhton' where the source has 'Python'"
 
 
 def test_ellipsis_joining_two_exact_pieces_passes() -> None:
@@ -99,31 +108,48 @@ def test_unrelated_quote_fails() -> None:
     assert matched is None and similarity < 0.9
 
 
-def test_min_similarity_is_honoured() -> None:
-    assert find_quote("It needs Pyhton 3.11 or newr", INSTALL, min_similarity=0.99)[0] is None
-
-
 # A quadratic scan takes minutes here; the timeout catches that without timing the machine.
 @pytest.mark.timeout(30)
-def test_fuzzy_matching_is_bounded_on_large_repetitive_text() -> None:
+def test_matching_is_bounded_on_large_repetitive_text() -> None:
     rng = random.Random(7)
     vocab = "the crawler fetches pages and stores sections with heading paths while ranking chunks".split()
     text = " ".join(rng.choice(vocab) + ("." if rng.random() < 0.1 else "") for _ in range(4000))
     words = text.split()
-    present = " ".join(words[2000:2030]).replace("e", "a", 2)
+    present = " ".join(words[2000:2030])
+    changed = " ".join([*words[2000:2015], "disabled", *words[2016:2030]])
     absent = " ".join(rng.choice(vocab) for _ in range(30))
     matched, similarity = find_quote(present, text)
+    assert matched is not None and similarity == 1.0
+    assert find_quote(changed, text)[0] is None
     assert find_quote(absent, text)[0] is None
-    assert matched is not None and similarity >= 0.9
+
+
+@pytest.mark.timeout(30)
+def test_worst_case_periodic_text_and_quote_stay_linear() -> None:
+    # "a a a … a" against "a a … a b": naive matching is quadratic; 50 000 x 20 000 words would not finish.
+    source = "a " * 50_000
+    quote = "a " * 20_000 + "b"
+    assert find_quote(quote, source)[0] is None
+    assert find_quote("a a a a", source)[0] == "a a a a"
+
+
+@pytest.mark.timeout(30)
+def test_a_huge_quote_is_rejected_without_normalising_it() -> None:
+    # A 100 MB reply once made the validator raise MemoryError; far longer than its source, it cannot be in it.
+    huge = "é " * 50_000_000
+    v = validate_answer(reply((1, huge)), SOURCES)
+    assert not v.grounded
+    assert v.failed[0].reason == "quote not found in source 1: the quote is longer than the source"
 
 
 # ----------------------------------------------------------------------------- validate_answer
 
 
 def test_valid_citations_are_grounded() -> None:
-    v = validate_answer(reply((1, "pip install webqa"), (2, "Jobs are scheduled with cron.")), SOURCES)
+    v = validate_answer(reply((1, "run “pip install webqa” inside"), (2, "Jobs are scheduled with cron.")), SOURCES)
     assert v.grounded and not v.failed and not v.not_enough_information
     assert [c.valid for c in v.checks] == [True, True]
+    assert v.checks[0].matched == "run “pip install webqa” inside"
     assert v.checks[1] == CitationCheck(2, "Jobs are scheduled with cron.", True, None, "Jobs are scheduled with cron.", 1.0)
 
 
@@ -136,7 +162,7 @@ def test_quote_from_another_source_fails_for_the_cited_source() -> None:
 
 
 def test_source_not_sent_fails() -> None:
-    v = validate_answer(reply((7, "pip install webqa")), SOURCES)
+    v = validate_answer(reply((7, "run pip install webqa inside")), SOURCES)
     assert not v.grounded
     assert v.failed[0].reason == "source 7 was not sent"
 
@@ -149,7 +175,7 @@ def test_empty_quote_fails() -> None:
 
 
 def test_one_bad_citation_spoils_grounding() -> None:
-    v = validate_answer(reply((1, "pip install webqa"), (2, "invented sentence about nothing")), SOURCES)
+    v = validate_answer(reply((1, "run pip install webqa inside"), (2, "invented sentence about nothing")), SOURCES)
     assert not v.grounded
     assert len(v.checks) == 2 and len(v.failed) == 1
     assert v.failed[0].reason is not None and v.failed[0].reason.startswith("quote not found in source 2")
@@ -166,7 +192,8 @@ def test_answer_without_citations_is_not_grounded() -> None:
 
 
 def test_empty_answer_is_not_grounded() -> None:
-    assert not validate_answer(reply((1, "pip install webqa"), answer="  "), SOURCES).grounded
+    assert validate_answer(reply((1, "run pip install webqa inside")), SOURCES).grounded  # the quote is fine …
+    assert not validate_answer(reply((1, "run pip install webqa inside"), answer="  "), SOURCES).grounded
 
 
 def test_quote_matching_the_text_as_shown_in_the_prompt_passes() -> None:
@@ -232,7 +259,11 @@ def test_coerce_leaves_a_good_reply_alone() -> None:
         ([1, 2], {"answer": "", "citations": [], "confidence": "low"}),
         (
             {"answer": None, "citations": {"source": True, "quote": "q"}, "confidence": "unsure"},
-            {"answer": "", "citations": [{"source": None, "quote": "q"}], "confidence": "low"},
+            {
+                "answer": "",
+                "citations": [{"source": None, "quote": "q", "source_error": "source True is not a whole number"}],
+                "confidence": "low",
+            },
         ),
     ],
 )
@@ -255,5 +286,6 @@ def test_citation_with_unreadable_source_is_reported_not_dropped() -> None:
 
 
 def test_validate_accepts_model_shapes_via_coerce() -> None:
-    v = validate_answer({"answer": "Use pip [1].", "citations": ['SOURCE 1: "pip install webqa"'], "confidence": "HIGH"}, SOURCES)
-    assert v.grounded and v.checks[0].matched == "pip install webqa"
+    v = validate_answer({"answer": "Use pip [1].", "citations": ['SOURCE 1: "pip install webqa inside a virtual environment"'],
+                         "confidence": "HIGH"}, SOURCES)
+    assert v.grounded and v.checks[0].matched == "pip install webqa” inside a virtual environment"
