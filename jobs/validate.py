@@ -277,8 +277,10 @@ class _Found:
     """The outcome of looking for one quote in one source."""
 
     matched: str | None  # the source's text for the quote; None if not valid
-    problem: str | None  # why not, without the "source N" context
-    absent: bool  # the words are not in the source (worth looking for them in other sources)
+    # absent: the words are not in the source (worth looking for in the others), and problem is a detail
+    # appended to "quote not found in source N"; otherwise problem is the whole reason (a rule broken).
+    problem: str | None
+    absent: bool
     similarity: float
 
 
