@@ -1,29 +1,46 @@
 """Check an LLM answer's citations against the sources that were actually sent.
 
 Pure and deterministic. The model is never trusted to have quoted correctly: every citation must
-name a source that was in the prompt and carry a quote that occurs in *that* source, allowing
-only for small copying slips (case, whitespace, punctuation, typographic quotes, a few changed
-characters, an ellipsis joining two verbatim pieces).
+name a source that was in the prompt and carry a quote made of *that* source's words. "The
+source's words" is decided on word tokens, never on character similarity, because a quote that is
+97% similar to its source can still say the opposite ("enabled" → "disabled"):
+
+* Both texts are normalised so that only the differences in ``TOLERATED`` disappear, then split
+  into word tokens; the quote's tokens must occur contiguously, in order, in the source's tokens.
+  A changed, added or dropped word is never tolerated.
+* An ellipsis may join at most ``MAX_FRAGMENTS`` verbatim fragments of at least
+  ``MIN_FRAGMENT_WORDS`` words each, found in order in the same source, each starting at most
+  ``MAX_GAP_WORDS`` words after the previous one ends.
+* A quote must carry content: at least ``MIN_QUOTE_WORDS`` words, or a whole sentence of the source.
+* A source number is one positive whole number: ``2``, ``"2"``, ``"SOURCE 2"``; never ``"1; 7"``.
+
+Matching is linear in the source and quote lengths (KMP over tokens), and a quote much longer than
+its source is rejected before it is even normalised, so a huge reply cannot exhaust memory.
+SECURITY.md ("Quotes") states the same rules for users.
 """
 
 from __future__ import annotations
 
+import html
 import json
-import math
 import re
+import reprlib
 import unicodedata
 from array import array
-from bisect import bisect_left
-from collections import Counter
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Any
 
-from jobs.prompt import NOT_ENOUGH_INFORMATION, Source, sanitise_text
+from jobs.prompt import NOT_ENOUGH_INFORMATION, Source
 
 __all__ = [
+    "MAX_FRAGMENTS",
+    "MAX_GAP_WORDS",
+    "MIN_FRAGMENT_WORDS",
+    "MIN_QUOTE_WORDS",
+    "TOLERATED",
     "CitationCheck",
     "Validation",
     "coerce_answer",
@@ -33,6 +50,29 @@ __all__ = [
     "validate_answer",
 ]
 
+#: The only differences between a quote and its source that validation ignores. Everything else
+#: (a substituted, added, dropped or reordered word, a changed number or sign) makes the quote invalid.
+TOLERATED: tuple[str, ...] = (
+    "letter case (Unicode case folding: 'Telemetry' = 'telemetry', 'STRASSE' = 'straße')",
+    "Unicode compatibility forms (NFKC: full-width letters, ligatures, composed vs combining accents)",
+    "typographic quotes, apostrophes, primes and dashes vs their ASCII forms (“ ” ‘ ’ – — − vs \" ' -)",
+    "whitespace: spaces, tabs, newlines, non-breaking spaces, in any amount",
+    "invisible characters (soft hyphens, zero-width spaces and joiners, bidi controls, control characters)",
+    "punctuation between words, including a trailing period or comma missing or added, and wrapping quotes",
+    "HTML entities in the quote (&amp; &nbsp; &#8217; &lt;) read as the characters they stand for",
+    "a hyphen between two letters ('e-mail' = 'email', 'built-in' = 'builtin'); not between digits",
+    "a leading or trailing ellipsis ('… listens on port 8731 …')",
+)
+
+MAX_FRAGMENTS = 3  # an ellipsis may join at most this many verbatim fragments
+MIN_FRAGMENT_WORDS = 3  # each fragment of an ellipsis quote has at least this many words
+MAX_GAP_WORDS = 30  # a fragment starts at most this many words after the previous one ends
+MIN_QUOTE_WORDS = 4  # a shorter quote must be a whole sentence of its source
+
+# A quote this much longer than its source cannot be in it (entities can shrink 8 characters to 1).
+_MAX_QUOTE_GROWTH = 8
+_MAX_QUOTE_SLACK = 200
+
 
 @dataclass(frozen=True)
 class CitationCheck:
@@ -40,8 +80,8 @@ class CitationCheck:
     quote: str
     valid: bool
     reason: str | None  # None if valid; e.g. "source 7 was not sent", "empty quote"
-    matched: str | None  # the source text span that matched (exact or fuzzy)
-    similarity: float  # 1.0 exact (after normalisation), lower for fuzzy
+    matched: str | None  # the source text the quote matched (fragments joined by " … ")
+    similarity: float  # 1.0 if valid; else the share of the quote's words that matched before it differed
 
 
 @dataclass(frozen=True)
@@ -62,8 +102,11 @@ _UNIFY = str.maketrans(
         **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d", "-"),
     }
 )
-# Invisible characters that HTML extraction leaves behind (soft hyphens, zero-width joiners).
-_INVISIBLE = frozenset("\u00ad\u200b\u200c\u200d\u2060\ufeff")
+
+
+def _dropped(ch: str) -> bool:
+    """Invisible characters HTML extraction leaves behind (soft hyphens, zero-width, bidi) and controls."""
+    return unicodedata.category(ch) in ("Cf", "Cc")
 
 
 @dataclass(frozen=True)
@@ -74,32 +117,25 @@ class _Mapped:
     starts: array[int]  # arrays, not tuples of ints: a cached 3000-token source stays ~100 kB
     ends: array[int]
 
-    def original_span(self, source: str, lo: int, hi: int) -> str:
-        return source[self.starts[lo] : self.ends[hi - 1]]
-
-
-def _clusters(text: str) -> list[tuple[int, int]]:
-    """Base character plus following combining marks, so "e\\u0301" normalises like "é"."""
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for i in range(1, len(text) + 1):
-        if i == len(text) or not unicodedata.combining(text[i]):
-            spans.append((start, i))
-            start = i
-    return spans
-
 
 @lru_cache(maxsize=64)
 def _normalise_mapped(text: str) -> _Mapped:
     """``normalise`` that remembers where each output character came from.
 
-    Cached: validate_answer checks several citations against the same few sources.
+    A base character and its combining marks are normalised together, so "e\\u0301" becomes "é".
+    One pass, no per-character tuples: memory stays a few bytes per character. Cached:
+    validate_answer checks several citations against the same few sources.
     """
     out: list[str] = []
-    starts: list[int] = []
-    ends: list[int] = []
+    starts: array[int] = array("q")
+    ends: array[int] = array("q")
     pending_space = False
-    for start, end in _clusters(text):
+    n = len(text)
+    start = 0
+    while start < n:
+        end = start + 1
+        while end < n and unicodedata.combining(text[end]):
+            end += 1
         piece = text[start:end]
         if piece.isascii():  # fast path: ASCII is already NFKC and casefold == lower
             norm = piece.lower()
@@ -109,7 +145,7 @@ def _normalise_mapped(text: str) -> _Mapped:
             if ch.isspace():
                 pending_space = bool(out)  # drops leading whitespace
                 continue
-            if ch in _INVISIBLE or unicodedata.category(ch) == "Cc":
+            if _dropped(ch):
                 continue
             if pending_space:
                 out.append(" ")
@@ -119,272 +155,248 @@ def _normalise_mapped(text: str) -> _Mapped:
             out.append(ch)
             starts.append(start)
             ends.append(end)
-    return _Mapped("".join(out), array("q", starts), array("q", ends))
+        start = end
+    return _Mapped("".join(out), starts, ends)
 
 
 def normalise(text: str) -> str:
-    """NFKC, casefold, ASCII quotes/dashes, "…" → "...", invisible characters dropped,
+    """NFKC, casefold, ASCII quotes/dashes, "…" → "...", invisible and control characters dropped,
     whitespace collapsed to single spaces and trimmed."""
     return _normalise_mapped(text).text
 
 
+# ------------------------------------------------------------------------------ tokens
+
+# Chinese and Japanese are written without spaces: each ideograph or kana is one token.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_LETTER_OR_DIGIT = rf"[^\W_{_CJK}]|_"
+# A word: letters/digits joined by single inner ' . , : / - ("isn't", "3.11", "robots.txt", "1,000",
+# "e-mail"); a sign directly before a number is part of it ("-5" is not "5").
+_TOKEN = re.compile(
+    rf"[{_CJK}]|(?:(?<![\w.,])[+-](?=\d))?(?:{_LETTER_OR_DIGIT})+(?:['.,:/-](?:{_LETTER_OR_DIGIT})+)*"
+)
+_HYPHEN_BETWEEN_LETTERS = re.compile(r"(?<=[^\W\d_])-(?=[^\W\d_])")
+# What ends a sentence, between two tokens of the original text.
+_SENTENCE_BREAK = re.compile(r"[.!?\n\r\u2028\u2029\u3002\uff01\uff1f]")
+_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _is_punctuation(ch: str) -> bool:
+    return unicodedata.category(ch).startswith("P")
+
+
+def _key(token: str) -> str:
+    """What a token is compared by: "e-mail" and "email" meet; "10-20" keeps its hyphen."""
+    return _HYPHEN_BETWEEN_LETTERS.sub("", token)
+
+
 @dataclass(frozen=True)
-class _Loose:
-    """Normalised text with punctuation turned into spaces: what fuzzy matching compares.
+class _Tokens:
+    """A text as comparable word tokens, each with its original span and sentence boundaries."""
 
-    Punctuation is the most common copying slip and carries no grounding, so it is ignored;
-    positions still map back to the original text.
-    """
-
-    text: str
-    starts: array[int]
+    keys: tuple[str, ...]
+    starts: array[int]  # original [start, end) of each token
     ends: array[int]
-    word_starts: array[int]
-    word_ends: array[int]
-    words: tuple[str, ...]
+    breaks: bytes  # breaks[i] == 1: a sentence boundary before token i (breaks[len] ends the text)
 
-    def original_span(self, source: str, lo: int, hi: int) -> str:
-        return source[self.starts[lo] : self.ends[hi - 1]]
+    def span(self, text: str, lo: int, hi: int, *, lead: bool = False, trail: bool = False) -> str:
+        """Original text of tokens [lo, hi), widened over the punctuation touching it on either
+        side when the quote had punctuation there too (so "cron." matches "cron.", not "cron")."""
+        start, end = self.starts[lo], self.ends[hi - 1]
+        while lead and start > 0 and _is_punctuation(text[start - 1]):
+            start -= 1
+        while trail and end < len(text) and _is_punctuation(text[end]):
+            end += 1
+        return text[start:end]
 
-
-def _loose_from(mapped: _Mapped) -> _Loose:
-    out: list[str] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    pending_space = False
-    for ch, s, e in zip(mapped.text, mapped.starts, mapped.ends):
-        if not ch.isalnum():
-            pending_space = bool(out)
-            continue
-        if pending_space:
-            out.append(" ")
-            starts.append(s)
-            ends.append(s)
-            pending_space = False
-        out.append(ch)
-        starts.append(s)
-        ends.append(e)
-    text = "".join(out)
-    word_starts: list[int] = []
-    word_ends: list[int] = []
-    words: list[str] = []
-    for m in re.finditer(r"\S+", text):
-        word_starts.append(m.start())
-        word_ends.append(m.end())
-        words.append(m.group())
-    return _Loose(
-        text, array("q", starts), array("q", ends), array("q", word_starts), array("q", word_ends), tuple(words)
-    )
+    def whole_sentence(self, lo: int, hi: int) -> bool:
+        return bool(self.breaks[lo] and self.breaks[hi])
 
 
-@lru_cache(maxsize=64)
-def _loose(text: str) -> _Loose:
-    return _loose_from(_normalise_mapped(text))
+@lru_cache(maxsize=128)
+def _tokens(text: str) -> _Tokens:
+    """Tokens of a text. Cached: the same few sources are searched for every citation."""
+    if text.isascii() and not _ASCII_CONTROL.search(text):
+        norm, mapped = text.lower(), None  # positions map to themselves; whitespace does not matter
+    else:
+        mapped = _normalise_mapped(text)
+        norm = mapped.text
+    keys: list[str] = []
+    starts: array[int] = array("q")
+    ends: array[int] = array("q")
+    for m in _TOKEN.finditer(norm):
+        keys.append(_key(m.group()))
+        lo, hi = m.span()
+        starts.append(lo if mapped is None else mapped.starts[lo])
+        ends.append(hi if mapped is None else mapped.ends[hi - 1])
+    breaks = bytearray(len(keys) + 1)
+    breaks[0] = breaks[-1] = 1
+    for i in range(1, len(keys)):
+        breaks[i] = _SENTENCE_BREAK.search(text, ends[i - 1], max(ends[i - 1], starts[i])) is not None
+    return _Tokens(tuple(keys), starts, ends, bytes(breaks))
+
+
+def _kmp(pattern: Sequence[str], text: Sequence[str]) -> tuple[list[int], int, int]:
+    """Knuth-Morris-Pratt over tokens, linear in both lengths.
+
+    Returns every start of pattern in text, the longest prefix of pattern seen anywhere in text,
+    and the text index just after the first place that longest prefix was seen.
+    """
+    m = len(pattern)
+    fail = [0] * m
+    k = 0
+    for i in range(1, m):
+        while k and pattern[i] != pattern[k]:
+            k = fail[k - 1]
+        if pattern[i] == pattern[k]:
+            k += 1
+        fail[i] = k
+    found: list[int] = []
+    best = best_at = k = 0
+    for j, token in enumerate(text):
+        while k and token != pattern[k]:
+            k = fail[k - 1]
+        if token == pattern[k]:
+            k += 1
+        if k > best:
+            best, best_at = k, j + 1
+        if k == m:
+            found.append(j - m + 1)
+            k = fail[k - 1]
+    return found, best, best_at
 
 
 # ------------------------------------------------------------------------------ matching
 
-# "...", "[...]", "(...)" after normalisation ("…" is NFKC-normalised to "...").
-_ELLIPSIS = re.compile(r"\s*(?:\[\s*\.{3,}\s*\]|\(\s*\.{3,}\s*\)|\.{3,})\s*")
-# Wrapping a model puts around a quote that is not part of it: quote marks, leading/trailing "...".
-_WRAPPING = re.compile(r"""^(?:[\s"']|\.{3,}|\[\s*\.{3,}\s*\])+|(?:[\s"']|\.{3,}|\[\s*\.{3,}\s*\])+$""")
-
-# Bounds that keep fuzzy matching roughly linear in the source length.
-_MAX_CANDIDATES = 8  # token windows examined closely per quote (or per ellipsis piece)
-_SHORT_QUOTE_WORDS = 3  # below this, token overlap says little: score every window directly
-_MAX_SHORT_WINDOWS = 5000  # …but only this many
-_NEIGHBOUR_MARGIN = 0.15  # try shifting a candidate's edges only if it scores within this of the bar
+# "...", ". . .", "[...]", "(...)" after normalisation ("…" is NFKC-normalised to "...").
+_ELLIPSIS = re.compile(r"\[\s*\.(?:\s?\.){2,}\s*\]|\(\s*\.(?:\s?\.){2,}\s*\)|\.(?:\s?\.){2,}")
 
 
-def _clean_quote(quote: str) -> str:
-    return _WRAPPING.sub("", normalise(quote))
+@dataclass(frozen=True)
+class _Found:
+    """The outcome of looking for one quote in one source."""
+
+    matched: str | None  # the source's text for the quote; None if not valid
+    # absent: the words are not in the source (worth looking for in the others), and problem is a detail
+    # appended to "quote not found in source N"; otherwise problem is the whole reason (a rule broken).
+    problem: str | None
+    absent: bool
+    similarity: float
 
 
-def _has_alnum(text: str) -> bool:
-    return any(ch.isalnum() for ch in text)
+def _shown(word: str, limit: int = 40) -> str:
+    return repr(word if len(word) <= limit else word[: limit - 1] + "…")
 
 
-def _find_whole(needle: str, haystack: str, start: int = 0) -> int:
-    """First occurrence of needle that does not begin or end inside a word, or -1.
+def _difference(quote: Sequence[str], src: _Tokens, source_text: str) -> tuple[str, float]:
+    """Where the quote leaves the source: the first quote word after the longest matching start
+    (or before the longest matching end), and the source's word there. Linear (two KMP scans)."""
+    m = len(quote)
+    _, head, head_at = _kmp(quote, src.keys)
+    _, tail, tail_at = _kmp(quote[::-1], src.keys[::-1])
+    matched = max(head, tail)
+    if matched < 2:  # one shared word says nothing about where the quote came from
+        return "", matched / m
+    if head >= tail:
+        word, at = quote[head], head_at
+    else:
+        word, at = quote[m - tail - 1], len(src.keys) - tail_at - 1
+    there = f" where the source has {_shown(src.span(source_text, at, at + 1))}" if 0 <= at < len(src.keys) else ""
+    return f": it differs at {_shown(word)}{there}", matched / m
 
-    Plain substring search would accept "Python 3.1" inside "Python 3.11", or "stall" inside
-    "install"; cut-off words are still found, with a lower similarity, by fuzzy matching.
+
+def _find_contiguous(quote: Sequence[str], src: _Tokens, source_text: str, label: str, edges: tuple[bool, bool]
+                     ) -> _Found:
+    """The quote's words as one run in the source; edges: the quote began / ended with punctuation."""
+    found, _, _ = _kmp(quote, src.keys)
+    if not found:
+        detail, similarity = _difference(quote, src, source_text)
+        return _Found(None, detail, True, similarity)
+    m = len(quote)
+    if m >= MIN_QUOTE_WORDS:
+        return _Found(src.span(source_text, found[0], found[0] + m, lead=edges[0], trail=edges[1]), None, False, 1.0)
+    whole = next((s for s in found if src.whole_sentence(s, s + m)), None)
+    if whole is None:
+        words = "word" if m == 1 else "words"
+        return _Found(None, f"quote is too short: {m} {words}, fewer than {MIN_QUOTE_WORDS}, and not a whole "
+                            f"sentence of {label}", False, 0.0)
+    return _Found(src.span(source_text, whole, whole + m, lead=edges[0], trail=edges[1]), None, False, 1.0)
+
+
+def _find_fragments(fragments: Sequence[Sequence[str]], src: _Tokens, source_text: str) -> _Found:
+    """Ellipsis fragments in order, each within MAX_GAP_WORDS of the previous one's end."""
+    if len(fragments) > MAX_FRAGMENTS:
+        return _Found(None, f"quote joins {len(fragments)} fragments with ellipses; at most {MAX_FRAGMENTS} "
+                            "are allowed", False, 0.0)
+    for fragment in fragments:
+        if len(fragment) < MIN_FRAGMENT_WORDS:
+            return _Found(None, f"fragment {_shown(' '.join(fragment))} between ellipses has fewer than "
+                                f"{MIN_FRAGMENT_WORDS} words", False, 0.0)
+    # Token index just after each reachable occurrence of the fragment so far -> the chain of spans.
+    chains: dict[int, list[tuple[int, int]]] = {}
+    reachable: list[int] = []
+    for index, fragment in enumerate(fragments):
+        starts, _, _ = _kmp(fragment, src.keys)
+        if not starts:
+            return _Found(None, f": fragment {index + 1} {_shown(' '.join(fragment))} is not in it", True, 0.0)
+        m = len(fragment)
+        nxt: dict[int, list[tuple[int, int]]] = {}
+        for s in starts:
+            if index == 0:
+                nxt.setdefault(s + m, [(s, s + m)])
+                continue
+            # The latest reachable end at or before s: the smallest gap, if any is small enough.
+            at = bisect_right(reachable, s) - 1
+            if at >= 0 and s - reachable[at] <= MAX_GAP_WORDS:
+                nxt.setdefault(s + m, [*chains[reachable[at]], (s, s + m)])
+        if not nxt:
+            return _Found(None, f": its fragments are not in this order within {MAX_GAP_WORDS} words of each other",
+                          True, 0.0)
+        chains, reachable = nxt, sorted(nxt)
+    spans = chains[reachable[0]]
+    return _Found(" … ".join(src.span(source_text, lo, hi) for lo, hi in spans), None, False, 1.0)
+
+
+def _find_variant(quote: str, src: _Tokens, source_text: str, label: str) -> _Found:
+    words = _tokens(quote).keys
+    if not words:
+        return _Found(None, "empty quote", False, 0.0)
+    core = _ELLIPSIS.sub(" ", normalise(quote)).strip(" \"'")  # wrapping quotes and ellipses are not the source's
+    edges = (bool(core) and _is_punctuation(core[0]), bool(core) and _is_punctuation(core[-1]))
+    contiguous = _find_contiguous(words, src, source_text, label, edges)
+    if not contiguous.absent:
+        return contiguous  # found (or found but too short): ellipses inside it were the source's own
+    fragments = [f for f in (_tokens(p).keys for p in _ELLIPSIS.split(normalise(quote))) if f]
+    if len(fragments) < 2:
+        return contiguous
+    return _find_fragments(fragments, src, source_text)
+
+
+def _find(quote: str, source_text: str, label: str = "the source") -> _Found:
+    """Look for a quote in one source (named ``label`` in problems), also reading HTML entities in
+    the quote as the characters they stand for."""
+    if len(quote) > _MAX_QUOTE_GROWTH * len(source_text) + _MAX_QUOTE_SLACK:
+        return _Found(None, ": the quote is longer than the source", True, 0.0)
+    src = _tokens(source_text)
+    found = _find_variant(quote, src, source_text, label)
+    if found.matched is None and "&" in quote and html.unescape(quote) != quote:
+        unescaped = _find_variant(html.unescape(quote), src, source_text, label)
+        # The unescaped reading wins unless the literal one got further ("&amp;" quoted from a page about HTML).
+        if unescaped.matched is not None or not unescaped.absent or unescaped.similarity >= found.similarity:
+            return unescaped
+    return found
+
+
+def find_quote(quote: str, source_text: str) -> tuple[str | None, float]:
+    """Locate a quote in a source: (the source's text for it, or None; similarity).
+
+    Valid when the quote's words, after erasing only the ``TOLERATED`` differences, occur in the
+    source contiguously, or as ellipsis fragments under the rules in the module docstring, and
+    the quote carries content (``MIN_QUOTE_WORDS`` words or a whole sentence). Similarity is 1.0
+    when valid, else the share of the quote's words matched before the first difference.
     """
-    at = haystack.find(needle, start)
-    while at >= 0:
-        end = at + len(needle)
-        starts_clean = at == 0 or not (haystack[at - 1].isalnum() and needle[0].isalnum())
-        ends_clean = end == len(haystack) or not (haystack[end].isalnum() and needle[-1].isalnum())
-        if starts_clean and ends_clean:
-            return at
-        at = haystack.find(needle, at + 1)
-    return -1
-
-
-def _ratio(matcher: SequenceMatcher[str], candidate: str, floor: float) -> float:
-    """Character similarity of candidate to the matcher's quote; cheap bounds first."""
-    matcher.set_seq1(candidate)
-    if matcher.real_quick_ratio() <= floor or matcher.quick_ratio() <= floor:
-        return 0.0
-    return matcher.ratio()
-
-
-# Words whose change flips a claim; "t" is what "isn't"/"don't" leave once punctuation is spaced.
-_NEGATIONS = frozenset({"not", "no", "never", "cannot", "nor", "without", "t"})
-
-
-def _facts(words: Sequence[str]) -> tuple[tuple[str, ...], int]:
-    """Numbers and negation count: a fuzzy match may fix a typo, never change "3.11" to "3.12"
-    or drop a "not", however similar the characters are."""
-    numbers = tuple(d for w in words for d in re.findall(r"\d+", w))
-    return numbers, sum(w in _NEGATIONS for w in words)
-
-
-def _fuzzy_words(lq: str, src: _Loose, first_word: int, min_similarity: float) -> tuple[int, int, float]:
-    """Best word span src.words[i:j] (i >= first_word) for the loose quote; returns (i, j, ratio).
-
-    Token overlap picks a few candidate windows in one linear pass; only those are aligned
-    word-by-word and scored character-by-character, so work is bounded whatever the text size.
-    Windows whose numbers or negations differ from the quote's are never accepted.
-    """
-    qwords = lq.split(" ")
-    k = len(qwords)
-    n = len(src.words)
-    if first_word >= n:
-        return 0, 0, 0.0
-    matcher: SequenceMatcher[str] = SequenceMatcher(None, autojunk=False)
-    matcher.set_seq2(lq)
-    best = (0, 0, 0.0)
-
-    facts = _facts(qwords)
-
-    def consider(i: int, j: int) -> None:
-        nonlocal best
-        i, j = max(first_word, i), min(n, j)
-        if i >= j or _facts(src.words[i:j]) != facts:
-            return
-        r = _ratio(matcher, src.text[src.word_starts[i] : src.word_ends[j - 1]], best[2])
-        if r > best[2]:
-            best = (i, j, r)
-
-    width = min(k, n - first_word)
-    if k <= _SHORT_QUOTE_WORDS:
-        # One changed character in a one-word quote leaves no overlapping token: score all.
-        for i in range(first_word, min(n - width + 1, first_word + _MAX_SHORT_WINDOWS)):
-            for j in (i + width - 1, i + width, i + width + 1):
-                consider(i, j)
-        return best
-
-    # Sliding multiset overlap between each k-word window and the quote.
-    want = Counter(qwords)
-    have: Counter[str] = Counter()
-    overlap = 0
-
-    def add(word: str, delta: int) -> int:
-        before = min(have[word], want[word])
-        have[word] += delta
-        return min(have[word], want[word]) - before
-
-    scored: list[tuple[int, int]] = []  # (-overlap, start): sorted gives best, then earliest
-    for j in range(first_word, n):
-        overlap += add(src.words[j], 1)
-        if j - first_word >= width:
-            overlap += add(src.words[j - width], -1)
-        if j - first_word >= width - 1:
-            scored.append((-overlap, j - width + 1))
-    need = math.ceil(k / 2)  # a handful of typos still leaves most words intact
-    # Best windows first, but spread out: neighbouring windows of one passage would otherwise
-    # take every slot, and the alignment below already explores a few words either side.
-    candidates: list[int] = []
-    for neg, start in sorted(scored):
-        if -neg < need or len(candidates) == _MAX_CANDIDATES:
-            break
-        if all(abs(start - c) > width // 2 for c in candidates):
-            candidates.append(start)
-
-    for start in candidates:
-        lo, hi = max(first_word, start - 3), min(n, start + width + 3)
-        region = src.words[lo:hi]
-        blocks = [b for b in SequenceMatcher(None, region, qwords, autojunk=False).get_matching_blocks() if b.size]
-        if not blocks:
-            continue
-        # Extend the aligned words by the quote words left unmatched at either edge (typos there).
-        i = lo + blocks[0].a - blocks[0].b
-        j = lo + blocks[-1].a + blocks[-1].size + (k - blocks[-1].b - blocks[-1].size)
-        consider(i, j)
-        if best[2] < min_similarity - _NEIGHBOUR_MARGIN:
-            continue  # nowhere near: nudging the edges by a word will not rescue it
-        for di in (0, -1, 1):
-            for dj in (0, 1, -1):
-                if di or dj:
-                    consider(i + di, j + dj)
-    return best
-
-
-def _match_loose(lq: str, src: _Loose, from_char: int, min_similarity: float) -> tuple[int, int, float]:
-    """Find a loose quote at or after loose position from_char: (start, end, similarity), end 0 if none."""
-    at = _find_whole(lq, src.text, from_char)
-    if at >= 0:
-        return at, at + len(lq), 1.0  # same words in the same order; only punctuation differed
-    i, j, r = _fuzzy_words(lq, src, bisect_left(src.word_starts, from_char), min_similarity)
-    if j == 0 or r < min_similarity:
-        return 0, 0, r
-    return src.word_starts[i], src.word_ends[j - 1], r
-
-
-def find_quote(quote: str, source_text: str, *, min_similarity: float = 0.9) -> tuple[str | None, float]:
-    """Locate a quote in a source: (matched original span or None, similarity).
-
-    In order: exact substring after ``normalise`` (similarity 1.0); the same ignoring
-    punctuation (1.0: the same words in order); pieces joined by an ellipsis, each found in order
-    (length-weighted mean similarity, every piece must reach min_similarity, the matched span is
-    the pieces joined by " … "); a fuzzy word window scored with difflib (similarity = character
-    ratio ignoring punctuation). When nothing reaches min_similarity the best similarity seen is
-    returned with None, for diagnostics.
-    """
-    q = _clean_quote(quote)
-    if not _has_alnum(q):
-        return None, 0.0
-    mapped = _normalise_mapped(source_text)
-    at = _find_whole(q, mapped.text)
-    if at >= 0:
-        return mapped.original_span(source_text, at, at + len(q)), 1.0
-
-    src = _loose(source_text)
-    pieces = [p for p in _ELLIPSIS.split(q) if _has_alnum(p)]
-    if len(pieces) > 1:
-        spans: list[str] = []
-        total = weighted = 0.0
-        pos = 0
-        for piece in pieces:
-            lp = _loose_from(_normalise_mapped(piece)).text
-            lo, hi, r = _match_loose(lp, src, pos, min_similarity)
-            if hi == 0:
-                return None, r
-            spans.append(src.original_span(source_text, lo, hi))
-            weighted += r * len(lp)
-            total += len(lp)
-            pos = hi
-        return " … ".join(spans), weighted / total
-
-    lq = _loose_from(_normalise_mapped(q)).text
-    lo, hi, r = _match_loose(lq, src, 0, min_similarity)
-    if hi == 0:
-        return None, r
-    return src.original_span(source_text, lo, hi), r
-
-
-def _find_in_source(quote: str, source: Source, min_similarity: float) -> tuple[str | None, float]:
-    """find_quote against the source as stored and, unless that was exact, as shown in the
-    prompt (fences neutralised, controls dropped); the better match wins."""
-    matched, similarity = find_quote(quote, source.text, min_similarity=min_similarity)
-    if similarity < 1.0:
-        shown = sanitise_text(source.text)
-        if shown != source.text:
-            shown_matched, shown_similarity = find_quote(quote, shown, min_similarity=min_similarity)
-            if shown_similarity > similarity or (matched is None and shown_matched is not None):
-                return shown_matched, shown_similarity
-    return matched, similarity
+    found = _find(quote, source_text)
+    return found.matched, found.similarity
 
 
 # ---------------------------------------------------------------------------- validation
@@ -401,49 +413,46 @@ def is_not_enough_information(answer: str) -> bool:
     return core == _NEI_KEY
 
 
-def validate_answer(data: Mapping[str, Any], sources: Sequence[Source], *, min_similarity: float = 0.9) -> Validation:
+def validate_answer(data: Mapping[str, Any], sources: Sequence[Source]) -> Validation:
     """Check every citation in an (already parsed) reply against the sources that were sent.
 
     ``data`` goes through ``coerce_answer`` first, so odd shapes are tolerated. A citation is
-    valid only if its source number was sent and its quote occurs in that very source. An empty
+    valid only if its source number was sent and its quote is that very source's words. An empty
     answer is never grounded, whatever it cites.
     """
     reply = coerce_answer(data)
     by_number = {s.number: s for s in sources}
-    checks: list[CitationCheck] = []
-    for citation in reply["citations"]:
-        number, quote = citation["source"], citation["quote"]
-        checks.append(_check(number, quote, by_number, min_similarity))
+    checks = [_check(citation, by_number) for citation in reply["citations"]]
     failed = [c for c in checks if not c.valid]
     nei = is_not_enough_information(reply["answer"])
     grounded = not failed and bool(reply["answer"].strip()) and (nei or bool(checks))
     return Validation(grounded=grounded, checks=checks, failed=failed, not_enough_information=nei)
 
 
-def _check(number: int | None, quote: str, by_number: Mapping[int, Source], min_similarity: float) -> CitationCheck:
+def _check(citation: Mapping[str, Any], by_number: Mapping[int, Source]) -> CitationCheck:
+    number, quote = citation["source"], citation["quote"]
+
     def fail(reason: str, similarity: float = 0.0) -> CitationCheck:
         return CitationCheck(number, quote, False, reason, None, similarity)
 
     if number is None:
-        return fail("citation has no source number")
+        return fail(citation.get("source_error") or "citation has no source number")
     if number not in by_number:
         return fail(f"source {number} was not sent")
-    if not _has_alnum(_clean_quote(quote)):
+    if not any(ch.isalnum() for ch in quote):  # cheap, before normalising a possibly huge quote
         return fail("empty quote")
-    matched, similarity = _find_in_source(quote, by_number[number], min_similarity)
-    if matched is not None:
-        return CitationCheck(number, quote, True, None, matched, similarity)
+    found = _find(quote, by_number[number].text, f"source {number}")
+    if found.matched is not None:
+        return CitationCheck(number, quote, True, None, found.matched, found.similarity)
+    if not found.absent:  # the words are there but break a rule (too short, too many fragments, …)
+        return fail(str(found.problem), found.similarity)
+    elsewhere = [n for n, s in sorted(by_number.items()) if n != number and _find(quote, s.text).matched is not None]
     reason = f"quote not found in source {number}"
-    elsewhere = [
-        n
-        for n, s in sorted(by_number.items())
-        if n != number and _find_in_source(quote, s, min_similarity)[0] is not None
-    ]
     if elsewhere:
         reason += " (found in source " + ", ".join(map(str, elsewhere)) + ")"
-    elif similarity > 0:
-        reason += f" (closest match {similarity:.2f})"
-    return fail(reason, similarity)
+    else:
+        reason += found.problem or ""
+    return fail(reason, found.similarity)
 
 
 # ------------------------------------------------------------------------------ coercion
@@ -452,8 +461,13 @@ _CONFIDENCES = ("high", "medium", "low")
 _SOURCE_KEYS = ("source", "source_id", "source_number", "number", "n", "id")
 _QUOTE_KEYS = ("quote", "quotes", "text", "excerpt")
 _CITATION_KEYS = ("citations", "citation", "sources", "references")
-# "SOURCE 2", "[2]", "Source #2: some quote", "2 - some quote"
-_SOURCE_STRING = re.compile(r"^\W*(?:source|src)?\s*#?\s*(\d+)\s*\]?\s*[:\-–—]?\s*(.*)$", re.IGNORECASE | re.DOTALL)
+# One whole number, perhaps named: "2", " 2 ", "SOURCE 2", "[2]", "#2". Not "1; 7", "1,2", "-1", "1.5".
+# At most 9 digits: int() of thousands of digits is slow, and no prompt has that many sources.
+_SOURCE_NUMBER = r"[\[(]?\s*(?:(?:source|src)\b\s*)?#?\s*(\d{1,9})\s*[\])]?"
+_SOURCE_VALUE = re.compile(rf"\s*{_SOURCE_NUMBER}\s*", re.IGNORECASE)
+# A bare string citation: the number, then a separator or whitespace, then any quote:
+# "Source #2: some quote", "2 - some quote", "[2] some quote".
+_SOURCE_STRING = re.compile(rf"\s*{_SOURCE_NUMBER}(?:\s*[:\-–—]\s*|\s+|$)(.*)", re.IGNORECASE | re.DOTALL)
 _FENCED_JSON = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL | re.IGNORECASE)
 
 
@@ -467,19 +481,31 @@ def _as_text(value: Any) -> str:
     return str(value).strip()
 
 
-def _source_number(value: Any) -> tuple[int | None, str]:
-    """(source number, any quote text that came with it in a string like "Source 2: …")."""
-    if isinstance(value, bool):
-        return None, ""
-    if isinstance(value, int):
-        return value, ""
-    if isinstance(value, float) and value.is_integer():
-        return int(value), ""
-    if isinstance(value, str):
-        m = _SOURCE_STRING.match(value.strip())
+def _source_number(value: Any, *, with_quote: bool = False) -> tuple[int | None, str, str | None]:
+    """(source number or None, quote text that came with it as in "Source 2: …", why it is no number).
+
+    A source is one positive whole number: an int, a float like 2.0, or a string naming one
+    number and nothing else (with_quote: a string whose rest is the quote). Bools, 0, negatives,
+    1.5 and lists such as "1; 7" are refused rather than read as their first number.
+    """
+    if value is None:
+        return None, "", None  # no number given: reported as "citation has no source number"
+    number: int | None = None
+    rest = ""
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str):
+        m = (_SOURCE_STRING.fullmatch if with_quote else _SOURCE_VALUE.fullmatch)(value)
         if m:
-            return int(m.group(1)), m.group(2).strip()
-    return None, ""
+            number, rest = int(m.group(1)), (m.group(2).strip() if with_quote else "")
+    shown = reprlib.repr(value)  # bounded, whatever the model sent
+    if number is None:
+        return None, "", f"source {shown} is not a whole number"
+    if number < 1:
+        return None, "", f"source {shown} is not a positive whole number"
+    return number, rest, None
 
 
 def _citations(value: Any) -> list[dict[str, Any]]:
@@ -491,21 +517,32 @@ def _citations(value: Any) -> list[dict[str, Any]]:
     for item in value:
         if isinstance(item, Mapping):
             number: int | None = None
+            problem: str | None = None
             for key in _SOURCE_KEYS:
                 if key in item:
-                    number, _ = _source_number(item[key])
+                    number, _, problem = _source_number(item[key])
                     break
+            if number is None and problem is None and isinstance(item.get("source_error"), str):
+                problem = item["source_error"]  # coercing an already coerced reply keeps the reason
             raw_quote = next((item[k] for k in _QUOTE_KEYS if k in item), "")
             # One citation per quote: a list of quotes for one source is common.
             quotes = [_as_text(q) for q in raw_quote] if isinstance(raw_quote, (list, tuple)) else [_as_text(raw_quote)]
             for quote in quotes or [""]:
-                out.append({"source": number, "quote": quote})
+                out.append(_citation(number, quote, problem))
         else:
-            number, quote = _source_number(item)
+            number, quote, problem = _source_number(item, with_quote=True)
             # An unreadable citation is kept (source None) so validation reports it instead of
             # the answer silently looking better cited than it is.
-            out.append({"source": number, "quote": quote.strip().strip("\"'“”")})
+            out.append(_citation(number, quote.strip().strip("\"'“”"), problem))
     return out
+
+
+def _citation(number: int | None, quote: str, problem: str | None) -> dict[str, Any]:
+    """A coerced citation; "source_error" (only when set) says why the source is None."""
+    citation: dict[str, Any] = {"source": number, "quote": quote}
+    if problem is not None:
+        citation["source_error"] = problem
+    return citation
 
 
 def _confidence(value: Any) -> str:
@@ -523,7 +560,9 @@ def _confidence(value: Any) -> str:
 
 def coerce_answer(data: Any) -> dict[str, Any]:
     """Bring a reply into the shape {"answer": str, "citations": [{"source": int|None, "quote": str}],
-    "confidence": "high"|"medium"|"low"}. Never raises.
+    "confidence": "high"|"medium"|"low"}. Never raises. A citation whose source was given but is
+    not one positive whole number ("1; 7", 1.5, 0, true) has source None and a "source_error" key
+    saying so, which validation reports.
 
     Small models slip: citations as [1, 2] or ["SOURCE 2"], "High", a missing field, a JSON
     string (even fenced in ```json). Missing fields default to "", [], "low"; text that is not
