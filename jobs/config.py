@@ -453,7 +453,8 @@ class OutputConfig(_Model):
 
     dir: Path = Field(
         Path("out/{name}"),
-        description="Output folder; {name} = job name; relative to the job file's folder.",
+        description="Output folder; {name} = job name; relative to the job file's folder and inside it "
+        "(absolute, ~ and ../ paths are refused: use --out DIR on the command line).",
     )
     formats: list[Literal["jsonl", "markdown", "csv"]] = Field(
         default_factory=lambda: ["jsonl", "markdown"], min_length=1, description="Files to write."
@@ -636,8 +637,19 @@ class JobConfig(_Model):
         name = info.data.get("name")
         if not isinstance(name, str):
             return value  # the name itself is invalid and reported; nothing sensible to do here
-        folder = Path(str(value.dir).replace("{name}", name))
-        return value.model_copy(update={"dir": _resolve(folder, info)})
+        written = str(value.dir)
+        folder = Path(written.replace("{name}", name))
+        # A job file may come from someone other than the operator (a shared repo, a generated job):
+        # it may only write below its own folder; anywhere else is the command line's call (--out).
+        elsewhere = "; to write elsewhere, remove output.dir and run with --out DIR"
+        if written.startswith("~") or folder.is_absolute():
+            _fail(f"expected a folder relative to the job file's folder, got {_got(written)}{elsewhere}", at=("dir",))
+        base = Path(os.path.normpath((info.context or {}).get("base_dir") or Path.cwd()))
+        resolved = Path(os.path.normpath(base / folder))
+        if resolved != base and base not in resolved.parents:
+            _fail(f"expected a folder inside the job file's folder, got {_got(written)}, which leaves it{elsewhere}",
+                  at=("dir",))
+        return value.model_copy(update={"dir": resolved})
 
     @model_validator(mode="after")
     def _remember_origin(self, info: ValidationInfo) -> JobConfig:

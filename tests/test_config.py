@@ -167,8 +167,36 @@ def test_urls_file_resolves_relative_to_the_job_file_not_the_cwd(tmp_path: Path,
 def test_output_dir_substitutes_name_relative_to_job_folder(tmp_path: Path) -> None:
     job = load_job(write(tmp_path / "job.yaml", BASE + "output:\n  dir: results/{name}-run\n"))
     assert job.output.dir == tmp_path / "results" / "j-run"
-    absolute = load_job(write(tmp_path / "abs.yaml", BASE + f"output:\n  dir: {tmp_path}/x\n"))
-    assert absolute.output.dir == tmp_path / "x"
+    inside = load_job(write(tmp_path / "in.yaml", BASE + "output:\n  dir: a/../b/./{name}\n"))
+    assert inside.output.dir == tmp_path / "b" / "j"
+
+
+@pytest.mark.parametrize(
+    ("written", "problem"),
+    [
+        ("../../../../etc/webqa-x", "inside the job file's folder, got '../../../../etc/webqa-x', which leaves it"),
+        ("out/../../x", "inside the job file's folder, got 'out/../../x', which leaves it"),
+        ("/etc/webqa-x", "relative to the job file's folder, got '/etc/webqa-x'"),
+        ("~/webqa-x", "relative to the job file's folder, got '~/webqa-x'"),
+        ("~root/{name}", "relative to the job file's folder, got '~root/{name}'"),
+    ],
+)
+def test_output_dir_must_stay_inside_the_job_folder(tmp_path: Path, written: str, problem: str) -> None:
+    # As root, "../../../../etc/webqa-x" used to create /etc/webqa-x/run-N/.
+    with pytest.raises(ConfigError) as info:
+        load_job(write(tmp_path / "job.yaml", BASE + f"output:\n  dir: '{written}'\n"))
+    assert str(info.value) == (
+        f"{tmp_path / 'job.yaml'}:6: output.dir: expected a folder {problem}; "
+        "to write elsewhere, remove output.dir and run with --out DIR"
+    )
+
+
+def test_shipped_jobs_still_load() -> None:
+    example = load_job(REPO / "configs" / "example.yaml")
+    assert REPO / "configs" in example.output.dir.parents
+    # The demo job is a template: scripts/demo.sh fills in the port of its local site.
+    demo = (REPO / "demo" / "job.yaml").read_text(encoding="utf-8").replace("__PORT__", "8765")
+    assert REPO / "demo" in parse_job(demo, "demo/job.yaml", base_dir=REPO / "demo").output.dir.parents
 
 
 def test_parse_job_resolves_against_given_base_dir_or_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
