@@ -784,3 +784,23 @@ def test_yaml_alias_bomb_job_exits_2_quickly(tmp_path: Path) -> None:
     (line,) = [line for line in result.stderr.splitlines() if line.strip()]
     assert line.startswith(f"Error: {job}:") and "YAML aliases expand to more than" in line, line
     assert not (tmp_path / "w.duckdb").exists()
+
+
+# == issue 13 row 5: URL files are bounded and never block ==========================================
+
+
+def test_crawl_input_that_is_a_device_or_fifo_is_one_error_line(tmp_path: Path) -> None:
+    # `-i /dev/zero` read 1.28 GB in a second, then died with a MemoryError traceback; a FIFO hung.
+    fifo = tmp_path / "urls.fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.txt"
+    with big.open("wb") as handle:
+        handle.truncate(16 * MB + 1)
+    expected = {
+        "/dev/zero": "Error: /dev/zero: is a character device, expected a file with one URL per line",
+        str(fifo): f"Error: {fifo}: is a named pipe (FIFO), expected a file with one URL per line",
+        str(big): f"Error: {big}: URL file is larger than 16 MiB; split the URLs over several runs",
+    }
+    for path, line in expected.items():
+        result = ok(cli("crawl", "-i", path, "--db", str(tmp_path / "w.duckdb"), timeout=60), 2)
+        assert error_lines(result) == [line]
