@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.errors import ConfigError, Interrupted, NothingToDoError
-from crawler.urllist import ListedUrl, UrlProblem, collect_urls, read_url_file
+from crawler.urllist import ListedUrl, NotARegularFileError, UrlProblem, collect_urls, read_url_file
 from pipelines.store import Store, utcnow
 
 log = logging.getLogger(__name__)
@@ -102,10 +102,13 @@ def gather_urls(options: CrawlOptions) -> tuple[list[ListedUrl], list[UrlProblem
             entries += read_url_file(path)
         except FileNotFoundError:
             raise ConfigError(f"{path}: no such URL file; check the path") from None
+        except NotARegularFileError as exc:
+            # A FIFO would block and /dev/zero never ends: refused before any read.
+            raise ConfigError(f"{path}: is {exc.kind}, expected a file with one URL per line") from None
         except IsADirectoryError:
             raise ConfigError(f"{path}: is a folder, expected a file with one URL per line") from None
         except OSError as exc:
-            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+            raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
     return collect_urls(entries)

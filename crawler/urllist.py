@@ -5,7 +5,10 @@ Pure functions, so the rules (what is a valid URL, what counts as a duplicate) a
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +22,96 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 _HOST_PORT = re.compile(r"^[^:/?#]+:\d+(?:[/?#]|$)")
 # A comment starts at "#" after whitespace; "page#section" is a fragment.
 _COMMENT = re.compile(r"\s#")
+
+# 16 MiB ≈ 200 000 URLs, far beyond any max_pages; the same limit as a job's urls_file.
+MAX_URL_FILE_BYTES = 16 * 1024 * 1024
+# How much of a file's line an error message may quote: enough to find the line, too little to leak it.
+EXCERPT_CHARS = 40
+# scheme://[userinfo@]rest: userinfo, query and fragment are never quoted (they carry passwords and tokens).
+_URL_PARTS = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]{0,15}://)([^/?#@]*@)?([^?#]*)")
+# In other text the secret follows "key=", "key: " or the first field of "user:hash:…" (/etc/shadow).
+_SECRET_START = re.compile(r"=|:\s")
+# A long run mixing letters and digits without "/" or "." looks like a key, a hash or base64.
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9+_-]{16,}")
+
+
+def excerpt(raw: str, limit: int = EXCERPT_CHARS) -> str:
+    """Quote untrusted file content in an error message: a short, printable prefix, never a secret.
+
+    A URL is shown without userinfo (``https://…@host/``), query or fragment; other text only up to
+    ``=``, ``: `` or, when it has several colons, the first one (``root:$6$…`` → ``'root…'``,
+    ``PATH=/usr/bin`` → ``'PATH…'``); anything is cut before a key-like run of 16+ letters and
+    digits and after ``limit`` characters. Non-printable characters are escaped (``\\x00``), so a NUL
+    or an ANSI escape cannot reach a terminal or cron mail.
+    """
+    match = _URL_PARTS.match(raw)
+    if match:
+        shown, rest = match.group(1) + ("…@" if match.group(2) else "") + match.group(3), raw[match.end():]
+        authority = match.group(3).split("/", 1)[0]
+        if authority.count(":") >= 2 and not authority.startswith("["):  # "https://" + a shadow line
+            shown, rest = shown[: len(shown) - len(match.group(3))] + authority.split(":", 1)[0], "…"
+    else:
+        shown = _SECRET_START.split(raw, 1)[0]
+        if shown.count(":") >= 2:
+            shown = shown.split(":", 1)[0]
+        rest = raw[len(shown):]
+    for run in _TOKEN_RUN.finditer(shown):
+        if any(c.isdigit() for c in run.group()) and any(c.isalpha() for c in run.group()):
+            shown, rest = shown[: run.start()], "…"
+            break
+    if len(shown) > limit:
+        shown, rest = shown[:limit], "…"
+    return repr(shown + "…" if rest else shown)
+
+
+class NotARegularFileError(OSError):
+    """A path that names a FIFO, a device, a socket or a folder: reading it could block or never end."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(f"{path}: is {kind}, not a regular file")
+        self.kind = kind
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a non-regular file is, in words, or None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_bounded(path: str | Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of a regular file (one more than allowed shows it is too large).
+
+    FIFOs, devices (``/dev/zero``), sockets and folders raise ``NotARegularFileError`` before
+    anything is read: a FIFO without a writer blocks forever and ``/dev/zero`` never ends. The file
+    is opened non-blocking and checked again with ``fstat``, so a path swapped after the first check
+    is caught too. Other problems raise ``OSError`` (``FileNotFoundError``, ``PermissionError``).
+    """
+    path = Path(path)
+    kind = _file_kind(os.stat(path).st_mode)
+    if kind is not None:
+        raise NotARegularFileError(path, kind)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  #: a socket (or a FIFO opened for writing) swapped in since stat
+            raise NotARegularFileError(path, "a socket") from None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        kind = _file_kind(os.fstat(handle.fileno()).st_mode)
+        if kind is not None:
+            raise NotARegularFileError(path, kind)
+        return handle.read(limit + 1)
 
 
 @dataclass(frozen=True)
@@ -34,7 +127,7 @@ class UrlProblem:
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.origin}: {self.raw!r}: {self.reason}"
+        return f"{self.origin}: {excerpt(self.raw)}: {self.reason}"
 
 
 def normalise_url(raw: str) -> tuple[str | None, str | None]:
@@ -92,11 +185,18 @@ def collect_urls(entries: Iterable[tuple[str, str]]) -> tuple[list[ListedUrl], l
 def read_url_file(path: str | Path) -> list[tuple[str, str]]:
     """Raw ``(origin, url)`` entries from a text file (one per line, ``#`` comments) or a YAML list.
 
-    Raises ``OSError`` for an unreadable file and ``ValueError`` (with file:line) for a YAML file that
-    is not a list of strings.
+    Raises ``OSError`` for an unreadable file (``NotARegularFileError`` for a FIFO, device, socket or
+    folder) and ``ValueError`` (one line, with file:line where there is one) for a file over
+    ``MAX_URL_FILE_BYTES`` or a YAML file that is not a list of strings.
     """
     path = Path(path)
-    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    data = read_bounded(path, MAX_URL_FILE_BYTES)
+    if len(data) > MAX_URL_FILE_BYTES:
+        raise ValueError(
+            f"{path}: URL file is larger than {MAX_URL_FILE_BYTES // (1024 * 1024)} MiB; "
+            "split the URLs over several runs"
+        )
+    text = data.decode("utf-8-sig", errors="replace")
     if path.suffix.lower() in (".yaml", ".yml"):
         return _yaml_entries(path, text)
     entries = []

@@ -46,6 +46,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
+from crawler.urllist import MAX_URL_FILE_BYTES, NotARegularFileError, excerpt, read_bounded
 from jobs.errors import ConfigError
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for
 
@@ -74,7 +75,7 @@ __all__ = [
 # Limits. A job file holds settings, not data: anything near these sizes is a mistake or an attack.
 
 MAX_JOB_BYTES = 1024 * 1024  # 1 MiB; long URL lists belong in urls_file
-MAX_URLS_FILE_BYTES = 16 * 1024 * 1024  # 16 MiB ≈ 200 000 URLs, far beyond any max_pages
+MAX_URLS_FILE_BYTES = MAX_URL_FILE_BYTES  # 16 MiB ≈ 200 000 URLs; the same limit as `webqa crawl -i`
 # Nodes that may be reached *again* through YAML aliases (*name). Sharing a list of URLs between
 # a few questions costs hundreds; a "billion laughs" bomb needs billions and is cut off here.
 MAX_ALIAS_NODES = 10_000
@@ -99,6 +100,8 @@ _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _GO_DURATION_RE = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|ms|s|m|h)(?:(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|ms|s|m|h))*|0")
 _DURATION_RE = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 _DURATION_EXAMPLES = "'24h', '30m', '7d', '90s' or '1h30m'"
+# "host[:port]" then a path or nothing: text worth suggesting "https://" for (not "root:*:20228:…").
+_HOST_FIRST_RE = re.compile(r"[A-Za-z0-9.-]+(?::\d+)?(?:[/?#]|$)")
 _HOSTNAME_RE = re.compile(r"(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?")
 
 
@@ -175,7 +178,9 @@ def _got(value: Any) -> str:
     if isinstance(value, list):
         return "a list" if value else "an empty list"
     if isinstance(value, str):
-        return repr(value if len(value) <= 60 else value[:57] + "...")
+        # Errors go to cron mail and logs: a short printable prefix, never a password hash or a token
+        # (a job file or urls_file pointed at /etc/shadow must not be echoed).
+        return excerpt(value)
     if isinstance(value, date):
         return value.isoformat()
     if isinstance(value, bytes):
@@ -240,9 +245,9 @@ def _check_http_url(value: str) -> str:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
-        if "://" not in url:
+        if "://" not in url and _HOST_FIRST_RE.match(url.lstrip("/")):
             # "example.org/docs" or "localhost:8000/x" (which urlsplit reads as scheme "localhost").
-            _fail(f"expected an http(s) URL, got {_got(url)}; did you mean 'https://{url.lstrip('/')}'?")
+            _fail(f"expected an http(s) URL, got {_got(url)}; did you mean {_got('https://' + url.lstrip('/'))}?")
         _fail(f"expected an http(s) URL, got {_got(url)}; only http:// and https:// URLs can be crawled")
     if not parts.hostname:
         _fail(f"expected an http(s) URL with a host, got {_got(url)}; write it as '{scheme}://host/path'")
@@ -448,7 +453,8 @@ class OutputConfig(_Model):
 
     dir: Path = Field(
         Path("out/{name}"),
-        description="Output folder; {name} = job name; relative to the job file's folder.",
+        description="Output folder; {name} = job name; relative to the job file's folder and inside it "
+        "(absolute, ~ and ../ paths are refused: use --out DIR on the command line).",
     )
     formats: list[Literal["jsonl", "markdown", "csv"]] = Field(
         default_factory=lambda: ["jsonl", "markdown"], min_length=1, description="Files to write."
@@ -631,8 +637,19 @@ class JobConfig(_Model):
         name = info.data.get("name")
         if not isinstance(name, str):
             return value  # the name itself is invalid and reported; nothing sensible to do here
-        folder = Path(str(value.dir).replace("{name}", name))
-        return value.model_copy(update={"dir": _resolve(folder, info)})
+        written = str(value.dir)
+        folder = Path(written.replace("{name}", name))
+        # A job file may come from someone other than the operator (a shared repo, a generated job):
+        # it may only write below its own folder; anywhere else is the command line's call (--out).
+        elsewhere = "; to write elsewhere, remove output.dir and run with --out DIR"
+        if written.startswith("~") or folder.is_absolute():
+            _fail(f"expected a folder relative to the job file's folder, got {_got(written)}{elsewhere}", at=("dir",))
+        base = Path(os.path.normpath((info.context or {}).get("base_dir") or Path.cwd()))
+        resolved = Path(os.path.normpath(base / folder))
+        if resolved != base and base not in resolved.parents:
+            _fail(f"expected a folder inside the job file's folder, got {_got(written)}, which leaves it{elsewhere}",
+                  at=("dir",))
+        return value.model_copy(update={"dir": resolved})
 
     @model_validator(mode="after")
     def _remember_origin(self, info: ValidationInfo) -> JobConfig:
@@ -842,9 +859,9 @@ class _Builder:
             if "could not determine a constructor" in problem:
                 problem = f"YAML tag {_short_tag(node.tag)} is not supported in job files; remove it"
             raise self._error(node, problem, path) from None
-        except (ValueError, TypeError, OverflowError) as exc:
+        except (ValueError, TypeError, OverflowError):
             # e.g. "!!float abc": the explicit tag promised a type the text is not.
-            raise self._error(node, f"cannot read {node.value!r} as {node.tag.rsplit(':', 1)[-1]} ({exc})", path) from None
+            raise self._error(node, f"cannot read {_got(node.value)} as {node.tag.rsplit(':', 1)[-1]}", path) from None
 
     def _mapping(self, node: yaml.MappingNode, path: tuple[str | int, ...], depth: int) -> dict[str, Any]:
         self._plain_tag(node, path)
@@ -1202,12 +1219,14 @@ def _validation_error(
 
 
 def _read_limited(path: Path, display: str, limit: int, *, origin: str = "", what: str = "job file") -> bytes:
-    """Read a whole file, refusing directories and anything over ``limit`` bytes."""
+    """Read a whole file, refusing folders, FIFOs, devices and sockets and anything over ``limit`` bytes."""
     try:
-        if path.is_dir():
-            raise _job_error(display, f"is a folder, not a {what}{origin}; give the path of the file")
-        with path.open("rb") as handle:
-            data = handle.read(limit + 1)  # +1: detect "too large" even when stat() cannot
+        # Checked before any read: a FIFO blocks (while the run lock is held) and /dev/zero never ends.
+        data = read_bounded(path, limit)  # limit + 1 bytes at most: "too large" even when stat() cannot tell
+    except NotARegularFileError as exc:
+        if exc.kind == "a folder":
+            raise _job_error(display, f"is a folder, not a {what}{origin}; give the path of the file") from None
+        raise _job_error(display, f"is {exc.kind}, not a regular file{origin}; give the path of a {what}") from None
     except FileNotFoundError:
         raise _job_error(display, f"no such file{origin}; check the path") from None
     except PermissionError:

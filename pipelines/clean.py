@@ -699,3 +699,34 @@ def clean_html(html: str | bytes, url: str | None = None, *, min_chars: int = 50
         html_bytes=html_bytes,
         text_bytes=len(text.encode("utf-8")),
     )
+
+
+# --------------------------------------------------------------------------- decoding sanity
+
+
+def whatwg_decode(body: bytes, encoding: str) -> str | None:
+    """The body decoded as browsers do where Python's codecs differ, or None to use the usual decoding.
+
+    WHATWG: the label ``utf-16`` means UTF-16LE unless a byte-order mark says otherwise; Python's
+    ``utf-16`` codec reads BOM-less bytes big-endian, which turned every page into CJK-looking junk.
+    """
+    if encoding.lower().replace("_", "-") in ("utf-16", "utf16") and not body.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return body.decode("utf-16-le", errors="replace")
+    return None
+
+
+def garbled_share(text: str, sample: int = 65536) -> float:
+    """Share of characters that only a wrong decoding produces: U+FFFD, and U+xx00 above U+00FF.
+
+    Byte-swapped UTF-16 turns ASCII into U+xx00 characters (``<`` → U+3C00); real text in any script
+    has them at about 1 in 256. Whitespace is not counted.
+    """
+    chars = [c for c in text[:sample] if not c.isspace()]
+    if not chars:
+        return 0.0
+    bad = sum(1 for c in chars if c == "\ufffd" or (ord(c) > 0xFF and ord(c) & 0xFF == 0))
+    return bad / len(chars)
+
+
+#: Above this share of garbled characters a decoded page is recorded as failed, not stored.
+GARBLED_SHARE = 0.2

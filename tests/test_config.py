@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
+from crawler import urllist
 from jobs.config import (
     MAX_ALIAS_NODES,
     MAX_JOB_BYTES,
@@ -165,8 +167,36 @@ def test_urls_file_resolves_relative_to_the_job_file_not_the_cwd(tmp_path: Path,
 def test_output_dir_substitutes_name_relative_to_job_folder(tmp_path: Path) -> None:
     job = load_job(write(tmp_path / "job.yaml", BASE + "output:\n  dir: results/{name}-run\n"))
     assert job.output.dir == tmp_path / "results" / "j-run"
-    absolute = load_job(write(tmp_path / "abs.yaml", BASE + f"output:\n  dir: {tmp_path}/x\n"))
-    assert absolute.output.dir == tmp_path / "x"
+    inside = load_job(write(tmp_path / "in.yaml", BASE + "output:\n  dir: a/../b/./{name}\n"))
+    assert inside.output.dir == tmp_path / "b" / "j"
+
+
+@pytest.mark.parametrize(
+    ("written", "problem"),
+    [
+        ("../../../../etc/webqa-x", "inside the job file's folder, got '../../../../etc/webqa-x', which leaves it"),
+        ("out/../../x", "inside the job file's folder, got 'out/../../x', which leaves it"),
+        ("/etc/webqa-x", "relative to the job file's folder, got '/etc/webqa-x'"),
+        ("~/webqa-x", "relative to the job file's folder, got '~/webqa-x'"),
+        ("~root/{name}", "relative to the job file's folder, got '~root/{name}'"),
+    ],
+)
+def test_output_dir_must_stay_inside_the_job_folder(tmp_path: Path, written: str, problem: str) -> None:
+    # As root, "../../../../etc/webqa-x" used to create /etc/webqa-x/run-N/.
+    with pytest.raises(ConfigError) as info:
+        load_job(write(tmp_path / "job.yaml", BASE + f"output:\n  dir: '{written}'\n"))
+    assert str(info.value) == (
+        f"{tmp_path / 'job.yaml'}:6: output.dir: expected a folder {problem}; "
+        "to write elsewhere, remove output.dir and run with --out DIR"
+    )
+
+
+def test_shipped_jobs_still_load() -> None:
+    example = load_job(REPO / "configs" / "example.yaml")
+    assert REPO / "configs" in example.output.dir.parents
+    # The demo job is a template: scripts/demo.sh fills in the port of its local site.
+    demo = (REPO / "demo" / "job.yaml").read_text(encoding="utf-8").replace("__PORT__", "8765")
+    assert REPO / "demo" in parse_job(demo, "demo/job.yaml", base_dir=REPO / "demo").output.dir.parents
 
 
 def test_parse_job_resolves_against_given_base_dir_or_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -295,8 +325,9 @@ def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     def denied(*args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied")
 
-    # Simulated: chmod 000 does not stop root, and tests may run as root in containers.
-    monkeypatch.setattr(Path, "open", denied)
+    # Simulated: chmod 000 does not stop root, and tests may run as root in containers. The file is
+    # opened with os.open (non-blocking, so that a FIFO cannot hang the read).
+    monkeypatch.setattr(urllist.os, "open", denied)
     with pytest.raises(ConfigError) as info:
         load_job(path)
     assert str(info.value) == f"{path}: cannot read the job file (permission denied); check its permissions"
@@ -623,7 +654,7 @@ def test_question_urls_must_not_be_empty() -> None:
         ("ftp://example.org/docs", "expected an http(s) URL, got 'ftp://example.org/docs'; only http:// and https:// URLs can be crawled"),
         ("http:///docs", "expected an http(s) URL with a host, got 'http:///docs'; write it as 'http://host/path'"),
         ("https://e.org:99999/", "expected an http(s) URL, got 'https://e.org:99999/'; the port is not a number from 0 to 65535"),
-        ("https://u:p@e.org/", "expected an http(s) URL without credentials, got 'https://u:p@e.org/'; remove 'user:password@'"),
+        ("https://u:p@e.org/", "expected an http(s) URL without credentials, got 'https://…@e.org/'; remove 'user:password@'"),
     ],
 )
 def test_bad_urls_name_the_line(url: str, expected: str) -> None:
@@ -689,3 +720,68 @@ def test_json_schema_for_editors() -> None:
     assert {"type": "string"} in items
     assert schema["$defs"]["Question"]["required"] == ["question"]
     json.dumps(schema)  # serialisable as is
+
+
+# ---------------------------------------------------------------------------------------------
+# Input files: bounded, never blocking, never echoed (issue 13 rows 5 and 8)
+
+SHADOW = "root:$6$saltsalt$0123456789abcdefABCDEF:19000:0:99999:7:::\ndaemon:*:20228:0:99999:7:::\n"
+
+
+@pytest.mark.timeout(30)  # the old code blocked forever on the FIFO
+def test_urls_file_that_is_a_fifo_or_a_device_is_refused_without_reading(tmp_path: Path) -> None:
+    fifo = tmp_path / "urls.fifo"
+    os.mkfifo(fifo)  # without a writer, reading it blocks forever (while holding the run lock)
+    for target, kind in ((fifo, "a named pipe (FIFO)"), (Path("/dev/zero"), "a character device")):
+        job = load_job(write(tmp_path / "job.yaml", f"name: j\nquestions: [x]\nurls_file: {target}\n"))
+        with pytest.raises(ConfigError) as info:
+            job.require_urls()  # returns at once: the kind is checked before any open or read
+        assert str(info.value) == (
+            f"{target}: is {kind}, not a regular file (urls_file on line 3 of {tmp_path / 'job.yaml'}); "
+            "give the path of a URL file"
+        )
+
+
+@pytest.mark.timeout(30)  # the old code blocked forever on the FIFO
+def test_job_file_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
+    fifo = tmp_path / "job.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError) as info:
+        load_job(fifo)
+    assert str(info.value) == f"{fifo}: is a named pipe (FIFO), not a regular file; give the path of a job file"
+
+
+def test_urls_file_over_16_mib_is_refused(tmp_path: Path) -> None:
+    with (tmp_path / "urls.txt").open("wb") as handle:
+        handle.truncate(16 * 1024 * 1024 + 1)
+    job = load_job(write(tmp_path / "job.yaml", "name: j\nquestions: [x]\nurls_file: urls.txt\n"))
+    with pytest.raises(ConfigError, match=r"urls\.txt: URL file is larger than 16 MiB; split the URLs"):
+        job.require_urls()
+
+
+def test_errors_about_a_secret_file_do_not_quote_it(tmp_path: Path) -> None:
+    write(tmp_path / "shadow", SHADOW)
+    job = load_job(write(tmp_path / "job.yaml", "name: j\nquestions: [x]\nurls_file: shadow\n"))
+    with pytest.raises(ConfigError) as info:
+        job.require_urls()
+    assert str(info.value) == (
+        f"{tmp_path / 'shadow'}:1: expected an http(s) URL, got 'root…'; only http:// and https:// URLs can be crawled"
+    )
+    # The file given as the job file itself: one line naming it, without its content.
+    with pytest.raises(ConfigError) as info:
+        load_job(tmp_path / "shadow")
+    assert "$6$" not in str(info.value) and "20228" not in str(info.value) and "0123456789abcdef" not in str(info.value)
+    assert str(info.value).startswith(f"{tmp_path / 'shadow'}:1:")
+
+
+def test_errors_about_proc_environ_do_not_quote_the_environment(tmp_path: Path) -> None:
+    environ = Path("/proc/self/environ")
+    if not environ.is_file():
+        pytest.skip("no /proc/self/environ here")
+    job = load_job(write(tmp_path / "job.yaml", f"name: j\nquestions: [x]\nurls_file: {environ}\n"))
+    with pytest.raises(ConfigError) as info:
+        job.require_urls()
+    message = str(info.value)
+    assert message.startswith(f"{environ}:1: expected an http(s) URL, got '")
+    quoted = message.split("got ", 1)[1].split(";", 1)[0]
+    assert "=" not in quoted and len(quoted) <= 44, quoted  # a name at most, never a value

@@ -784,3 +784,55 @@ def test_yaml_alias_bomb_job_exits_2_quickly(tmp_path: Path) -> None:
     (line,) = [line for line in result.stderr.splitlines() if line.strip()]
     assert line.startswith(f"Error: {job}:") and "YAML aliases expand to more than" in line, line
     assert not (tmp_path / "w.duckdb").exists()
+
+
+# == issue 13 row 5: URL files are bounded and never block ==========================================
+
+
+def test_crawl_input_that_is_a_device_or_fifo_is_one_error_line(tmp_path: Path) -> None:
+    # `-i /dev/zero` read 1.28 GB in a second, then died with a MemoryError traceback; a FIFO hung.
+    fifo = tmp_path / "urls.fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.txt"
+    with big.open("wb") as handle:
+        handle.truncate(16 * MB + 1)
+    expected = {
+        "/dev/zero": "Error: /dev/zero: is a character device, expected a file with one URL per line",
+        str(fifo): f"Error: {fifo}: is a named pipe (FIFO), expected a file with one URL per line",
+        str(big): f"Error: {big}: URL file is larger than 16 MiB; split the URLs over several runs",
+    }
+    for path, line in expected.items():
+        result = ok(cli("crawl", "-i", path, "--db", str(tmp_path / "w.duckdb"), timeout=60), 2)
+        assert error_lines(result) == [line]
+
+
+# == issue 13 row 10: the utf-16 label without a BOM is little-endian; garbled text is not stored ===
+
+
+def test_utf16_label_without_bom_is_little_endian_and_garbled_text_is_recorded(site: SiteServer,
+                                                                                tmp_path: Path) -> None:
+    sentence = "Grüße aus Köln: die Seite ist in UTF-16LE ohne BOM."
+    body = page("Sechzehn", extra=f"<p>{sentence}</p>", head="").encode("utf-16-le")
+    site.add(0, "/le.html", body, content_type="text/html; charset=utf-16")
+    site.add(0, "/mislabelled.html", body, content_type="text/html; charset=utf-16be")  # a wrong label
+    db = tmp_path / "w.duckdb"
+    le, wrong = site.url(0, "/le.html"), site.url(0, "/mislabelled.html")
+
+    ok(crawl_cli([le, wrong], db), 1)
+
+    assert sentence in pages(db)[le]["text"]  # was decoded big-endian: CJK-looking junk stored
+    assert wrong not in pages(db)
+    outcome, reason, _ = fetch_log(db)[wrong]
+    assert outcome == "failed" and reason.startswith("garbled text after decoding as utf-16"), reason
+
+
+def test_garbled_share_tells_swapped_utf16_from_real_text() -> None:
+    from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
+
+    html = "<p>Grüße – 東京都の天気は晴れです。Привет, мир!</p>"
+    assert garbled_share(html) < 0.05
+    assert garbled_share(html.encode("utf-16-le").decode("utf-16-be", errors="replace")) > GARBLED_SHARE
+    assert garbled_share("\ufffd" * 30 + "abc") > GARBLED_SHARE
+    assert whatwg_decode(html.encode("utf-16-le"), "utf-16") == html
+    assert whatwg_decode(codecs.BOM_UTF16_BE + html.encode("utf-16-be"), "utf-16") is None  # the BOM decides
+    assert whatwg_decode(html.encode("utf-8"), "utf-8") is None

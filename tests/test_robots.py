@@ -114,6 +114,22 @@ def test_decide_crawl_delay_above_maximum_skips_host() -> None:
     assert decide(rules("User-agent: *\nCrawl-delay: soon\n"), "http://h/a", "webqa", 30).crawl_delay is None
 
 
+@pytest.mark.parametrize("value", ["inf", "Infinity", "1e999", "1e9", "31"])
+def test_decide_infinite_or_huge_crawl_delay_skips_host(value: str) -> None:
+    # `inf` used to be read as "no delay" (requests 0.05 s apart); anything above the cap skips the host.
+    decision = decide(rules(f"User-agent: *\nCrawl-delay: {value}\nAllow: /\n"), "http://h/a", "webqa", 30)
+    assert not decision.allowed and decision.stat == "crawl_delay_exceeded"
+    assert decision.message is not None and decision.message.startswith("robots.txt Crawl-delay ")
+    assert decision.message.endswith(" s exceeds the maximum 30 s; host skipped")
+    if value in ("inf", "Infinity", "1e999"):
+        assert decision.message == "robots.txt Crawl-delay inf s exceeds the maximum 30 s; host skipped"
+
+
+def test_decide_nan_crawl_delay_is_ignored_like_other_malformed_values() -> None:
+    decision = decide(rules("User-agent: *\nCrawl-delay: nan\n"), "http://h/a", "webqa", 30)
+    assert decision.allowed and decision.crawl_delay is None
+
+
 def test_exceptions_are_unreachable_except_redirect_loops() -> None:
     timeout = TimeoutError("took 30 s")
     result = result_from_exception(timeout, 0)

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import threading
 from pathlib import Path
 
 import pytest
 
-from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
+from crawler.urllist import (
+    MAX_URL_FILE_BYTES,
+    ListedUrl,
+    NotARegularFileError,
+    UrlProblem,
+    collect_urls,
+    excerpt,
+    normalise_url,
+    read_url_file,
+)
 
 # -- normalise_url -------------------------------------------------------------------------------
 
@@ -241,3 +253,82 @@ def test_binary_bodies_are_told_from_markup() -> None:
     assert not looks_binary("\ufeff<html>caf\u00e9</html>".encode("utf-8"))
     assert not looks_binary("<html>x</html>".encode("utf-16"))  # BOM first
     assert not looks_binary(b"Plain text without markup, still text.\n")
+
+
+# -- bounded, non-blocking reads and short quotes (issue 13 rows 5 and 8) -------------------------
+
+
+def _read_in_thread(path: Path) -> BaseException | object:
+    """read_url_file(path) with a bound: a read that blocks (a FIFO without a writer) fails the test."""
+    outcome: list[BaseException | object] = []
+
+    def target() -> None:
+        try:
+            outcome.append(read_url_file(path))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            outcome.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    assert not thread.is_alive(), f"reading {path} blocked"
+    return outcome[0]
+
+
+def test_fifo_device_and_socket_are_refused_before_any_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "urls.fifo"
+    os.mkfifo(fifo)
+    sock_path = tmp_path / "urls.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(sock_path))
+    try:
+        for path, kind in ((fifo, "a named pipe (FIFO)"), (Path("/dev/zero"), "a character device"),
+                           (sock_path, "a socket"), (tmp_path, "a folder")):
+            outcome = _read_in_thread(path)
+            assert isinstance(outcome, NotARegularFileError), (path, outcome)
+            assert outcome.kind == kind
+    finally:
+        server.close()
+
+
+def test_url_file_over_16_mib_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "urls.txt"
+    with path.open("wb") as handle:
+        handle.truncate(MAX_URL_FILE_BYTES + 1)  # sparse: costs no disk
+    with pytest.raises(ValueError, match=r"urls\.txt: URL file is larger than 16 MiB; split the URLs"):
+        read_url_file(path)
+    with path.open("r+b") as handle:
+        handle.truncate(MAX_URL_FILE_BYTES)  # exactly at the limit is fine
+    assert read_url_file(path) == [(f"{path}:1", "\0" * MAX_URL_FILE_BYTES)]
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("root:$6$saltsalt$0123456789abcdefABCDEF:19000:0:99999:7:::", "'root…'"),  # /etc/shadow
+        ("root:*:20228:0:99999:7:::", "'root…'"),
+        ("PATH=/usr/bin\0HOME=/root\0AWS_SECRET_ACCESS_KEY=abc", "'PATH…'"),  # /proc/self/environ
+        ("password: hunter2", "'password…'"),
+        ("b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAA", "'…'"),  # a key's base64
+        ("https://user:secret@example.org/a?token=s3cr3t#x", "'https://…@example.org/a…'"),
+        ("https://root:*:20228:0:99999:7:::", "'https://root…'"),
+        ("x" * 100, "'" + "x" * 40 + "…'"),
+        ("\x1b[31mred\x07", "'\\x1b[31mred\\x07'"),  # escaped, never sent to a terminal as is
+        # What helps find the line stays readable.
+        ("ftp://example.org/docs", "'ftp://example.org/docs'"),
+        ("example.org:8080/docs", "'example.org:8080/docs'"),
+        ("mailto:a@b.org", "'mailto:a@b.org'"),
+    ],
+)
+def test_excerpt_quotes_a_short_printable_prefix_and_no_secret(raw: str, shown: str) -> None:
+    assert excerpt(raw) == shown
+
+
+def test_problems_in_a_secret_file_do_not_echo_it(tmp_path: Path) -> None:
+    shadow = tmp_path / "shadow"
+    shadow.write_text("root:$6$saltsalt$0123456789abcdefABCDEF:19000:0:99999:7:::\ndaemon:*:20228:0:99999:7:::\n")
+    _, problems = collect_urls(read_url_file(shadow))
+    assert [str(p) for p in problems] == [
+        f"{shadow}:1: 'root…': unsupported scheme 'root'; only http and https are fetched",
+        f"{shadow}:2: 'daemon…': unsupported scheme 'daemon'; only http and https are fetched",
+    ]

@@ -12,7 +12,7 @@ Here: one fetch per origin that every queued request awaits; 2xx → rules, 4xx 
 → the host is skipped for the run (IgnoreRequest mentioning robots.txt); a network failure (DNS,
 refused, timeout, dropped) also keeps every page of the host unrequested, but re-raises that error
 so the pages are recorded as failed for the real cause. Crawl-delay slows the host's downloader
-slot, or skips the host when above WEBQA_MAX_CRAWL_DELAY. Successful answers are cached across runs
+slot, or skips the host when above WEBQA_MAX_CRAWL_DELAY (``inf`` included; ``nan`` is ignored). Successful answers are cached across runs
 in WEBQA_ROBOTS_CACHE for WEBQA_ROBOTS_CACHE_TTL seconds.
 
 The decision logic is a set of pure functions (``classify_status``, ``robots_text``, ``decide``, the
@@ -27,6 +27,8 @@ import json
 import logging
 import math
 import os
+import re
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -119,7 +121,26 @@ def robots_text(body: bytes, limit: int = MAX_ROBOTS_BYTES) -> str:
 
 
 def format_seconds(value: float) -> str:
-    return f"{value:g}"
+    return "inf" if value >= INFINITE_CRAWL_DELAY else f"{value:g}"
+
+
+#: What ``Crawl-delay: inf`` is read as: Protego drops non-finite values (that made ``inf`` mean
+#: "no delay"), so they are rewritten to the largest finite float, which exceeds every cap.
+INFINITE_CRAWL_DELAY = sys.float_info.max
+_CRAWL_DELAY_LINE = re.compile(r"^([ \t]*crawl[- ]delay[ \t]*:[ \t]*)([^#\r\n]*)", re.IGNORECASE | re.MULTILINE)
+
+
+def cap_infinite_delays(text: str) -> str:
+    """robots.txt with every ``Crawl-delay`` of +infinity (``inf``, ``Infinity``, ``1e999``) made finite."""
+
+    def finite(match: re.Match[str]) -> str:
+        try:
+            value = float(match.group(2).strip())
+        except ValueError:
+            return match.group(0)
+        return match.group(1) + repr(INFINITE_CRAWL_DELAY) if value == math.inf else match.group(0)
+
+    return _CRAWL_DELAY_LINE.sub(finite, text)
 
 
 @dataclass
@@ -142,7 +163,7 @@ class RobotsResult:
 
     def __post_init__(self) -> None:
         if self.verdict == "rules" and self.parser is None:
-            self.parser = Protego.parse(self.body or "")
+            self.parser = Protego.parse(cap_infinite_delays(self.body or ""))
 
     @property
     def cacheable(self) -> bool:
@@ -201,9 +222,9 @@ def decide(result: RobotsResult, url: str, token: str, max_crawl_delay: float) -
     parser = result.parser
     assert parser is not None  # rules results always carry a parser
     # Protego picks the group whose product token matches ours and falls back to `*`.
+    # Protego ignores malformed values (`soon`, `nan`, negative); `inf` arrives as INFINITE_CRAWL_DELAY
+    # and, like 1e9, asks for more than any cap: the host is skipped.
     delay = parser.crawl_delay(token)
-    if delay is not None and not math.isfinite(delay):
-        delay = None
     if delay is not None and delay > max_crawl_delay:
         return Decision(
             False,

@@ -207,9 +207,9 @@ def _label(shown: str | None, ip: IPAddress) -> str:
 def proxy_hosts(proxies: Mapping[str, str] | None = None) -> frozenset[str]:
     """Hosts of the HTTP(S) proxies configured in the environment.
 
-    The operator chose them, and they may well sit on a private network; the guard must not cut
-    the crawl off from its own proxy. (What a proxy connects to is the proxy's business: see
-    SECURITY.md.)
+    The operator chose them, and they may well sit on a private network; the resolver must not cut
+    the crawl off from its own proxy. This trust covers connecting *to the proxy* only: every
+    request's target is still checked by ``SsrfGuardMiddleware`` (see SECURITY.md).
     """
     found = set()
     for scheme, url in (urllib.request.getproxies() if proxies is None else proxies).items():
@@ -298,6 +298,14 @@ class GuardedResolver(CachingThreadedResolver):
     def getHostByName(self, name: str, timeout: Sequence[int] = ()) -> defer.Deferred[str]:
         if not self.guard or self.is_trusted(name):
             return super().getHostByName(name, timeout)
+        return self.resolve_checked(name, timeout)
+
+    def resolve_checked(self, name: str, timeout: Sequence[int] = ()) -> defer.Deferred[str]:
+        """Resolve ``name`` and refuse a non-public answer, even for a trusted proxy's name.
+
+        The middleware checks request *targets* with this: trust is for connecting to the proxy,
+        never for fetching a URL whose host happens to be the proxy's (``no_proxy`` sends it direct).
+        """
         literal = parse_ip_host(name)
         if literal is not None:
             message = check_address(literal, shown=name)
@@ -351,9 +359,9 @@ class SsrfGuardMiddleware:
         host = parts.hostname
         if not host:
             return None
+        # The target is checked whatever the proxy variables say: with a proxy the connection goes to
+        # the proxy, which would fetch a private target for us; with no_proxy it goes straight there.
         resolver = self._resolver()
-        if resolver is not None and resolver.is_trusted(host):
-            return None
         literal = parse_ip_host(host)
         if literal is not None:
             message = check_address(literal, shown=host)
@@ -369,7 +377,7 @@ class SsrfGuardMiddleware:
                 f"crawler.middlewares.ssrf.GuardedResolver; {HINT}",
             )
         try:
-            await maybe_deferred_to_future(resolver.getHostByName(host))
+            await maybe_deferred_to_future(resolver.resolve_checked(host))
         except BlockedAddressError as exc:
             self._refuse(request, exc.message)
         except DNSLookupError as exc:

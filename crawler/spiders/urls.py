@@ -35,6 +35,7 @@ from twisted.python.failure import Failure
 from crawler.items import FetchedPage, FetchOutcome
 from crawler.middlewares.ssrf import blocked_reason_for_host
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
+from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
 
 log = logging.getLogger(__name__)
 
@@ -168,10 +169,17 @@ class UrlsSpider(scrapy.Spider):
             yield FetchOutcome(listed_url, "skipped", f"binary content served as {mime or 'text'}", response.status)
             return
         try:
-            html = response.text
+            # WHATWG decoding where Python's differs (a BOM-less `utf-16` label is little-endian).
+            html = whatwg_decode(response.body, response.encoding)
+            if html is None:
+                html = response.text
         except (UnicodeError, LookupError) as exc:  # a charset Python does not know
             self._count("failed/undecodable")
             yield FetchOutcome(listed_url, "failed", f"cannot decode body: {exc}", response.status)
+            return
+        if garbled_share(html) > GARBLED_SHARE:  # a wrong charset must not be stored as text silently
+            self._count("failed/garbled")
+            yield FetchOutcome(listed_url, "failed", f"garbled text after decoding as {response.encoding}", response.status)
             return
         yield FetchedPage(
             url=listed_url,
