@@ -64,7 +64,7 @@ def stem(word: str) -> str:
     Deliberately crude (no dictionary): it only has to make a question's word forms meet a
     sentence's, and both sides go through the same function.
     """
-    for suffix, min_stem in (("ies", 3), ("ing", 4), ("ed", 4), ("es", 3), ("s", 3)):
+    for suffix, min_stem in (("ments", 4), ("ment", 4), ("ies", 3), ("ing", 4), ("ed", 4), ("es", 3), ("s", 3)):
         if not word.endswith(suffix) or len(word) - len(suffix) < min_stem:
             continue
         base = word[: -len(suffix)]
@@ -123,6 +123,7 @@ def _stems(text: str) -> frozenset[str]:
 # Share of the question's keyword weight the chosen sentences must hold to count as an answer.
 # Below it the best sentences share a word or two with the question but do not answer it.
 MIN_COVERAGE = 0.6
+ABSENT_FACTOR = 2.0
 
 
 def coverage_confidence(coverage: float) -> str | None:
@@ -135,11 +136,17 @@ def coverage_confidence(coverage: float) -> str | None:
 def _keyword_weights(keywords: frozenset[str], sentence_stems: Sequence[frozenset[str]]) -> dict[str, float]:
     """Inverse sentence frequency over every sentence of the sources, question keywords only.
 
-    A keyword in no sentence weighs as much as one in a single sentence: it is at least that
-    specific, and its absence must count against coverage rather than vanish from it.
+    A keyword in no sentence weighs ABSENT_FACTOR times one found in a single sentence: sources that
+    never mention a word of the question (the "roof" of "repairs of the museum roof") are the
+    strongest sign that they do not answer it, and the few sentences of a handful of sources
+    spread the frequencies too little to say so on their own.
     """
     total = len(sentence_stems)
-    return {k: math.log(1 + total / max(1, sum(k in stems for stems in sentence_stems))) for k in keywords}
+    weights = {}
+    for k in keywords:
+        df = sum(k in stems for stems in sentence_stems)
+        weights[k] = math.log(1 + total / df) if df else ABSENT_FACTOR * math.log(1 + total)
+    return weights
 
 
 def answer_extractively(question: str, sources: Sequence[Source], *, max_sentences: int = 3) -> dict[str, Any]:

@@ -53,6 +53,8 @@ def test_stem_meets_word_forms() -> None:
     assert stem("status") == "status"
     assert stem("configure") == stem("configured") == stem("configuring")
     assert stem("stopped") == stem("stop")
+    assert stem("requirements") == stem("requirement") == stem("requires")
+    assert stem("documents") == stem("document") and stem("comment") == "comment"
 
 
 def test_picks_the_sentence_with_the_answer() -> None:
@@ -175,3 +177,15 @@ def test_long_run_on_text_is_cut_into_verbatim_pieces() -> None:
 def test_deterministic() -> None:
     question = "Install requirements: which Python version, and how are jobs scheduled?"
     assert answer_extractively(question, SOURCES) == answer_extractively(question, list(SOURCES))
+
+
+def test_a_question_word_no_source_mentions_weighs_heavily() -> None:
+    # Four of six keywords are in the sources (museum, heritage, society, cost), but "repairs" and
+    # "roof" are nowhere: the sources say nothing about the repairs of the roof.
+    sources = number_sources([
+        ("c1", "https://l.example/", "Lighthouse", "The local heritage society looks after the building, its small "
+         "museum and the keeper's cottage beside it. Guided tours start at the cottage."),
+        ("c2", "https://g.example/", "Garden", "Each plot costs forty euros per season. The fee pays for seeds."),
+    ])
+    question = "How much did the repairs of the museum roof cost the heritage society?"
+    assert answer_extractively(question, sources)["answer"] == NOT_ENOUGH_INFORMATION
