@@ -12,18 +12,24 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jobs.errors import LLMError, LLMUnavailableError, ModelNotFoundError
 from jobs.extractive import answer_extractively
-from jobs.llm import OllamaClient
-from jobs.prompt import ANSWER_SCHEMA, NOT_ENOUGH_INFORMATION, PROMPT_VERSION, Source, build_prompt, prompt_order
+from jobs.llm import LLMReplyError, OllamaClient
+from jobs.prompt import (ANSWER_SCHEMA, NOT_ENOUGH_INFORMATION, PROMPT_VERSION, SOURCE_SEPARATOR, Source, build_prompt,
+                         prompt_order, source_block)
 from jobs.select import Candidate, Packed, Selection, Selector, pack
 from jobs.validate import Validation, coerce_answer, validate_answer
+from pipelines.chunk import estimate_tokens
 from pipelines.store import RunStore
 
 log = logging.getLogger(__name__)
+
+# The attempt's error when the model's reply (asked twice) is not JSON; the reply itself goes to the
+# prompts table only, for `webqa explain`, never into the answer.
+INVALID_JSON = "the model's reply was not valid JSON"
 
 CONFIDENCE_ORDER = {"high": 3, "medium": 2, "low": 1}
 
@@ -112,6 +118,8 @@ class QuestionAnswerer:
             if isinstance(scope, str):
                 return Outcome(spec, None, error=scope)
             selection = self.selector.select(spec.question, self.settings.method, urls=scope)
+        # Packing must count what the prompt really carries (fence, url, section), not the bare text.
+        selection.candidates = prompt_costed(selection.candidates)
         outcome = Outcome(spec, selection, notice=selection.notice)
         attempt = self._attempt(outcome, 1, self.settings.top_k, self.settings.token_budget)
         if outcome.error or self.settings.dry_run:
@@ -184,19 +192,21 @@ class QuestionAnswerer:
         except LLMUnavailableError:
             raise  # the runner decides: stop, or fall back to extractive answers
         except LLMError as exc:
-            attempt.error = str(exc)
+            if isinstance(exc, LLMReplyError):
+                attempt.raw_reply = exc.raw_reply
+            _fail(outcome, attempt, str(exc))
             attempt.latency_s = time.monotonic() - started
-            if attempt.number == 1:
-                # Only a failed first attempt fails the question: a failed wider retry leaves the
-                # first answer standing.
-                outcome.error = str(exc)
             return
         attempt.raw_reply = result.content
         attempt.valid_json = result.valid_json
         attempt.latency_s = result.latency_s
         attempt.prompt_tokens = result.prompt_tokens
         attempt.eval_tokens = result.eval_tokens
-        attempt.data = coerce_answer(result.data if result.data is not None else result.content)
+        if result.data is None:
+            # A looping or truncated reply is no answer: its text must not be reported as one.
+            _fail(outcome, attempt, INVALID_JSON)
+            return
+        attempt.data = coerce_answer(result.data)
 
     def _record(self, outcome: Outcome, attempt: Attempt) -> None:
         validation = attempt.validation
@@ -221,6 +231,28 @@ class QuestionAnswerer:
                 row, selection_rows(outcome.selection, attempt.packed, attempt.sources) if outcome.selection else [],
                 attempt.prompt, PROMPT_VERSION, attempt.raw_reply,
             )
+
+
+def _fail(outcome: Outcome, attempt: Attempt, error: str) -> None:
+    """Record a failed model call; only a failed first attempt fails the question (a failed wider
+    retry leaves the first answer standing)."""
+    attempt.error = error
+    if attempt.number == 1:
+        outcome.error = error
+
+
+def prompt_costed(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The candidates with ``tokens`` set to what each costs in the prompt: its whole source block.
+
+    The block is built with the largest number it could get, plus a separator, so the estimate is
+    an upper bound and the packed sources never exceed the token budget.
+    """
+    widest = max(len(candidates), 1)
+    return [
+        replace(c, tokens=estimate_tokens(source_block(Source(widest, c.chunk_id, c.url, c.heading, c.text))
+                                          + SOURCE_SEPARATOR))
+        for c in candidates
+    ]
 
 
 def citation_records(attempt: Attempt) -> list[dict[str, Any]]:

@@ -483,9 +483,17 @@ class OllamaConfig(_Model):
 
     host: str | None = Field(None, description="Server URL; null = $OLLAMA_HOST or http://localhost:11434.")
     timeout: PosFloat = Field(120.0, description="Seconds to wait for one answer.")
+    # The per-read timeout above never fires on a model that keeps sending a token a second.
+    reply_timeout: PosFloat = Field(
+        300.0, description="Seconds one whole reply may take, from request to last token; then the attempt fails."
+    )
+    max_reply_bytes: PosInt = Field(
+        65536, description="Longest reply in bytes; a longer one is cut off and the attempt fails."
+    )
     options: dict[str, Any] = Field(
         default_factory=lambda: dict(DEFAULT_OLLAMA_OPTIONS),
-        description="Ollama model options, merged over {temperature: 0, num_ctx: 8192}.",
+        description="Ollama model options, merged over {temperature: 0, num_ctx: 8192}; "
+        "num_predict is 1024 unless set here.",
     )
     keep_alive: str | int | float | None = Field(
         "10m", description="How long Ollama keeps the model loaded: Go duration or seconds."

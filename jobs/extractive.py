@@ -3,6 +3,10 @@
 Used when Ollama is unavailable (and as a baseline). The reply has the LLM's shape, and every
 quote is a sentence copied from its source, so ``validate_answer`` accepts it. Pure and
 deterministic.
+
+It answers only when the chosen sentences cover most of the question: at least ``MIN_COVERAGE``
+of its keywords by weight, rarer keywords weighing more. A sentence that merely shares the
+product's name (found everywhere, so weighing little) is "Not enough information", not an answer.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 from jobs.prompt import NOT_ENOUGH_INFORMATION, Source
 
-__all__ = ["STOP_WORDS", "answer_extractively", "content_words", "stem"]
+__all__ = ["MIN_COVERAGE", "STOP_WORDS", "answer_extractively", "content_words", "coverage_confidence", "stem"]
 
 # Only words longer than three letters can be keywords, so only those need listing here.
 # Question words ("what", "which", "does") are included: they say nothing about the topic.
@@ -34,6 +38,7 @@ STOP_WORDS: frozenset[str] = frozenset(
     wants wasn't we'd we'll we're we've were weren't what what's whatever when when's where
     where's whether which while whom whose why's will with within without won't would wouldn't
     yet you'd you'll you're you've your yours yourself yourselves tell explain describe
+    everything everyone everybody someone somebody anywhere somewhere
     """.split()
 )
 
@@ -59,7 +64,7 @@ def stem(word: str) -> str:
     Deliberately crude (no dictionary): it only has to make a question's word forms meet a
     sentence's, and both sides go through the same function.
     """
-    for suffix, min_stem in (("ies", 3), ("ing", 4), ("ed", 4), ("es", 3), ("s", 3)):
+    for suffix, min_stem in (("ments", 4), ("ment", 4), ("ies", 3), ("ing", 4), ("ed", 4), ("es", 3), ("s", 3)):
         if not word.endswith(suffix) or len(word) - len(suffix) < min_stem:
             continue
         base = word[: -len(suffix)]
@@ -115,13 +120,42 @@ def _stems(text: str) -> frozenset[str]:
     return frozenset(stem(w) for w in content_words(text))
 
 
+# Share of the question's keyword weight the chosen sentences must hold to count as an answer.
+# Below it the best sentences share a word or two with the question but do not answer it.
+MIN_COVERAGE = 0.6
+ABSENT_FACTOR = 2.0
+
+
+def coverage_confidence(coverage: float) -> str | None:
+    """Confidence for a weighted keyword coverage; None when it is too low to answer at all."""
+    if coverage < MIN_COVERAGE:
+        return None
+    return "high" if coverage >= 0.85 else "medium" if coverage >= 0.7 else "low"
+
+
+def _keyword_weights(keywords: frozenset[str], sentence_stems: Sequence[frozenset[str]]) -> dict[str, float]:
+    """Inverse sentence frequency over every sentence of the sources, question keywords only.
+
+    A keyword in no sentence weighs ABSENT_FACTOR times one found in a single sentence: sources that
+    never mention a word of the question (the "roof" of "repairs of the museum roof") are the
+    strongest sign that they do not answer it, and the few sentences of a handful of sources
+    spread the frequencies too little to say so on their own.
+    """
+    total = len(sentence_stems)
+    weights = {}
+    for k in keywords:
+        df = sum(k in stems for stems in sentence_stems)
+        weights[k] = math.log(1 + total / df) if df else ABSENT_FACTOR * math.log(1 + total)
+    return weights
+
+
 def answer_extractively(question: str, sources: Sequence[Source], *, max_sentences: int = 3) -> dict[str, Any]:
     """The LLM's reply shape built from source sentences alone.
 
     Each sentence is scored by the question keywords it contains, rarer keywords (across all
-    candidate sentences) counting more. Sentences are picked greedily, each adding keywords not
-    yet covered, up to max_sentences. Confidence is the share of question keywords covered:
-    >= 0.8 high, >= 0.5 medium, else low. "Not enough information" when nothing overlaps.
+    sentences of the sources) counting more. Sentences are picked greedily, each adding keywords
+    not yet covered, up to max_sentences. The weighted share of question keywords covered decides:
+    below MIN_COVERAGE "Not enough information"; else confidence >= 0.85 high, >= 0.7 medium, low.
     """
     if max_sentences < 1:
         raise ValueError("max_sentences must be at least 1")
@@ -130,19 +164,14 @@ def answer_extractively(question: str, sources: Sequence[Source], *, max_sentenc
     if not keywords or not sources:
         return nothing
 
-    candidates = [
+    every = [
         _Sentence(si, pos, sentence, _stems(sentence) & keywords)
         for si, source in enumerate(sources)
         for pos, sentence in enumerate(_sentences(source.text))
     ]
+    weight = _keyword_weights(keywords, [c.stems for c in every])
     # A question in the page (FAQ headings, "Why …?") repeats the asker's words but answers nothing.
-    candidates = [c for c in candidates if c.stems and not c.text.rstrip().endswith("?")]
-    if not candidates:
-        return nothing
-
-    # Keywords found in few sentences discriminate; ones found everywhere (the site's name) don't.
-    df = {k: sum(k in c.stems for c in candidates) for k in keywords}
-    weight = {k: math.log(1 + len(candidates) / df[k]) if df[k] else 0.0 for k in keywords}
+    candidates = [c for c in every if c.stems and not c.text.rstrip().endswith("?")]
 
     chosen: list[_Sentence] = []
     seen_texts: set[str] = set()
@@ -166,8 +195,9 @@ def answer_extractively(question: str, sources: Sequence[Source], *, max_sentenc
         seen_texts.add(best_sentence.text.lower())
         covered |= best_sentence.stems
 
-    share = len(covered) / len(keywords)
-    confidence = "high" if share >= 0.8 else "medium" if share >= 0.5 else "low"
+    confidence = coverage_confidence(sum(weight[k] for k in covered) / sum(weight.values()))
+    if confidence is None:
+        return nothing
     answer = " ".join(f"{c.text} [{sources[c.source].number}]" for c in chosen)
     citations = [{"source": sources[c.source].number, "quote": c.text} for c in chosen]
     return {"answer": answer, "citations": citations, "confidence": confidence}

@@ -8,6 +8,9 @@ client leaves out and a batch job needs:
   timeouts, 5xx such as 503 "server busy", 429, errors reported inside a 200 stream), and none
   for what cannot (404 model not pulled, other 4xx);
 * a second ask when the model's reply is not valid JSON despite ``format=schema``;
+* a bound on every reply: a deadline for the whole stream (``reply_timeout_s``; the per-read
+  timeout only covers silence) and a size cap (``max_reply_bytes``, plus ``num_predict`` sent
+  by default), so a looping or trickling model ends as a failed attempt, not a hung run;
 * errors from :mod:`jobs.errors` whose text tells the user what to do.
 
 An :class:`OllamaClient` holds one ``ollama.Client`` (one httpx connection pool) and no other
@@ -33,7 +36,8 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from jobs.errors import ConfigError, LLMError, LLMUnavailableError, ModelNotFoundError
 
-__all__ = ["DEFAULT_HOST", "ChatResult", "OllamaClient", "OllamaSettings", "normalize_host"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_NUM_PREDICT", "ChatResult", "LLMReplyError", "OllamaClient", "OllamaSettings",
+           "normalize_host"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,9 @@ T = TypeVar("T")
 
 DEFAULT_HOST = "http://localhost:11434"
 _DEFAULT_PORT = 11434
+# Sent unless the options set num_predict: a looping small model stops after this many tokens,
+# far above what an answer with two short quotes needs.
+DEFAULT_NUM_PREDICT = 1024
 
 
 def normalize_host(host: str) -> str:
@@ -89,6 +96,8 @@ class OllamaSettings:
     embedding_model: str = "nomic-embed-text"
     timeout_s: float = 120.0  # per HTTP read/write/pool wait; a stream may take longer in total
     connect_timeout_s: float = 5.0
+    reply_timeout_s: float = 300.0  # the whole streamed reply of one request, from sending it
+    max_reply_bytes: int = 64 * 1024  # UTF-8 bytes of reply content; an answer is a few hundred
     options: dict[str, Any] = field(default_factory=_default_options, hash=False)  # keeps settings hashable
     keep_alive: str | None = "10m"  # keep the model loaded between questions of one run
     max_attempts: int = 4
@@ -103,8 +112,10 @@ class OllamaSettings:
             raise ConfigError(f"max_attempts must be at least 1, not {self.max_attempts}")
         if self.embed_batch < 1:
             raise ConfigError(f"embed_batch must be at least 1, not {self.embed_batch}")
-        if self.timeout_s <= 0 or self.connect_timeout_s <= 0:
+        if self.timeout_s <= 0 or self.connect_timeout_s <= 0 or self.reply_timeout_s <= 0:
             raise ConfigError("Ollama timeouts must be positive")
+        if self.max_reply_bytes < 1:
+            raise ConfigError(f"max_reply_bytes must be at least 1, not {self.max_reply_bytes}")
 
 
 @dataclass
@@ -119,6 +130,17 @@ class ChatResult:
     latency_s: float  # wall clock for the whole call, retries and the JSON re-ask included
     model: str
     attempts: int  # HTTP attempts used (retries included)
+
+
+class LLMReplyError(LLMError):
+    """A reply that came but cannot be used (too long, too slow, not JSON); not retried.
+
+    ``raw_reply`` keeps what was received (at most ``max_reply_bytes``) for `webqa explain`.
+    """
+
+    def __init__(self, message: str, raw_reply: str) -> None:
+        super().__init__(message)
+        self.raw_reply = raw_reply
 
 
 class _IncompleteStream(Exception):
@@ -249,23 +271,42 @@ class OllamaClient:
     def _stream_chat(
         self, model: str, messages: list[dict[str, str]], schema: dict[str, Any]
     ) -> tuple[str, ollama.ChatResponse]:
-        """One HTTP attempt: the whole stream, or an exception for the retry policy to judge."""
+        """One HTTP attempt: the whole stream, or an exception for the retry policy to judge.
+
+        Stops reading (and raises LLMReplyError) as soon as the reply outgrows ``max_reply_bytes``
+        or ``reply_timeout_s`` has passed since the request was sent: a model that trickles
+        tokens never trips the per-read timeout, and one that loops would fill memory.
+        """
+        s = self.settings
+        deadline = time.monotonic() + s.reply_timeout_s
         stream: Iterator[ollama.ChatResponse] = self._client.chat(
             model=model,
             messages=messages,
             stream=True,
             format=schema,
-            options=dict(self.settings.options),
-            keep_alive=self.settings.keep_alive,
+            options=request_options(s.options),
+            keep_alive=s.keep_alive,
         )
         pieces: list[str] = []
+        size = 0
         final: ollama.ChatResponse | None = None
         try:
             for chunk in stream:
-                if chunk.message.content:
-                    pieces.append(chunk.message.content)
+                content = chunk.message.content or ""
+                if content:
+                    pieces.append(content)
+                    size += len(content.encode("utf-8"))
+                if size > s.max_reply_bytes:
+                    raw = _clip_utf8("".join(pieces), s.max_reply_bytes)
+                    raise LLMReplyError(f"reply longer than {s.max_reply_bytes} bytes (model {model})", raw)
                 if chunk.done:
                     final = chunk
+                    break
+                if time.monotonic() > deadline:
+                    raise LLMReplyError(
+                        f"no complete reply within {s.reply_timeout_s:g} s (model {model}; ollama.reply_timeout)",
+                        "".join(pieces),
+                    )
         finally:
             # Release the connection even when we stop early on an error.
             close = getattr(stream, "close", None)
@@ -369,6 +410,16 @@ class OllamaClient:
 def _canonical_model(name: str) -> str:
     """Ollama's rule: no tag means ``:latest`` (a ':' in a registry host:port is not a tag)."""
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+def request_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The model options sent with a chat: the settings' options, with num_predict capped by default."""
+    return {"num_predict": DEFAULT_NUM_PREDICT, **options}
+
+
+def _clip_utf8(text: str, max_bytes: int) -> str:
+    """The longest prefix of ``text`` whose UTF-8 form fits ``max_bytes`` (no split character)."""
+    return text.encode("utf-8")[:max_bytes].decode("utf-8", errors="ignore")
 
 
 def _parse_object(content: str) -> dict[str, Any] | None:

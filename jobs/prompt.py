@@ -34,6 +34,8 @@ __all__ = [
     "number_sources",
     "prompt_order",
     "sanitise_text",
+    "short_heading",
+    "source_block",
 ]
 
 T = TypeVar("T")
@@ -42,7 +44,7 @@ NOT_ENOUGH_INFORMATION = "Not enough information"
 
 # Bump whenever PROMPT_TEMPLATE, the source fencing or the sanitising changes: the version is
 # stored with each prompt so answers produced by different templates can be told apart.
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"  # 2: long heading paths are shortened in section="…"
 
 # Ollama's ``format=`` turns this into a grammar, so even small models reply in this shape.
 ANSWER_SCHEMA: dict[str, Any] = {
@@ -175,10 +177,33 @@ def _one_line(text: str) -> str:
     return " ".join(sanitise_text(text).split())
 
 
-def _source_block(source: Source) -> str:
+# A section path is a label for the model, not evidence: a 100 kB "heading" must not eat the budget.
+MAX_HEADING_CHARS = 80
+MAX_SECTION_CHARS = 200
+_HEADING_SEPARATOR = " › "
+SOURCE_SEPARATOR = "\n\n"
+_ELLIPSIS = "…"
+
+
+def short_heading(path: str) -> str:
+    """A heading path cut to a sane length: each heading at most 80 characters, the whole at most 200.
+
+    Headings are cut with "…"; when the path is still too long its leading headings give way to
+    "…", because the innermost heading names the section best.
+    """
+    parts = [" ".join(p.split()) for p in path.split(_HEADING_SEPARATOR)]
+    parts = [p if len(p) <= MAX_HEADING_CHARS else p[: MAX_HEADING_CHARS - 1].rstrip() + _ELLIPSIS for p in parts if p]
+    while len(parts) > 1 and len(_HEADING_SEPARATOR.join(parts)) > MAX_SECTION_CHARS:
+        parts = parts[2:] if parts[0] == _ELLIPSIS else parts[1:]
+        parts.insert(0, _ELLIPSIS)
+    return _HEADING_SEPARATOR.join(parts)
+
+
+def source_block(source: Source) -> str:
+    """One source exactly as the prompt carries it: the fence, its attributes and its text."""
     return (
         f'<source n="{source.number}" url="{_attribute(source.url)}" '
-        f'section="{_attribute(source.heading)}">\n'
+        f'section="{_attribute(short_heading(source.heading))}">\n'
         f"{sanitise_text(source.text)}\n"
         f'</source n="{source.number}">'
     )
@@ -192,5 +217,5 @@ def build_prompt(question: str, sources: Sequence[Source]) -> str:
     numbers = [s.number for s in sources]
     if len(set(numbers)) != len(numbers):
         raise ValueError(f"source numbers must be unique, got {numbers}")
-    blocks = "\n\n".join(_source_block(s) for s in sources)
+    blocks = SOURCE_SEPARATOR.join(source_block(s) for s in sources)
     return Template(PROMPT_TEMPLATE).substitute(sources=blocks, question=_one_line(question))

@@ -40,6 +40,9 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
     if final is not None and final.data is not None:
         result.update(_answer_fields(final))
         result["attempts"] = len(outcome.attempts)
+    elif final is not None and final.answer_id is not None:
+        # A failed attempt shows no answer text, but its id leads to the raw reply in `webqa explain`.
+        result["answer_id"] = final.answer_id
     return result
 
 
@@ -118,7 +121,8 @@ def markdown_report(title: str, summary_lines: Sequence[str], results: Iterable[
         lines.append(f"## {obj['question_id']}: {obj['question']}")
         lines.append("")
         if obj.get("error"):
-            lines += [f"**Failed:** {obj['error']}", ""]
+            where = f" (answer id {obj['answer_id']}: `webqa explain {obj['answer_id']}`)" if obj.get("answer_id") else ""
+            lines += [f"**Failed:** {obj['error']}{where}", ""]
             continue
         if obj.get("answer") is None:
             lines += ["_No answer (dry run)._", ""]

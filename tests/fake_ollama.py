@@ -9,6 +9,7 @@ Public surface::
     server.start(); server.url       # "http://127.0.0.1:PORT"
     server.models = {"llama3.2:3b"}  # what /api/tags lists; anything else answers 404
     server.script_chat("text", {"answer": 1}, Fail(503), Slow(1.0), StreamError("boom"), Garbage())
+    server.script_chat(Trickle(1.0), Huge(10 * 1024 * 1024))   # a token a second forever; a 10 MB reply
     server.script_embed(Fail(500), [[0.1, 0.2]])
     server.chat_responder = lambda body: {...}   # answers /api/chat once the script is used up
     server.embed_fn = lambda text: [...]         # vector for one input text
@@ -44,9 +45,11 @@ __all__ = [
     "Fail",
     "FakeOllama",
     "Garbage",
+    "Huge",
     "RecordedRequest",
     "Slow",
     "StreamError",
+    "Trickle",
     "fake_ollama",
     "hashed_embedding",
     "sample_for_schema",
@@ -110,9 +113,33 @@ class Disconnect:
     """Close the connection without answering (a crashed or restarted server)."""
 
 
+@dataclass(frozen=True)
+class Trickle:
+    """A 200 stream that sends ``piece`` every ``interval_s`` seconds and never finishes.
+
+    A model stuck generating slowly: each read returns well within any per-read timeout, so only a
+    deadline on the whole reply ends it. The stream stops when the client hangs up or the server stops.
+    """
+
+    interval_s: float = 1.0
+    piece: str = "again "
+
+
+@dataclass(frozen=True)
+class Huge:
+    """A 200 stream of ``size`` bytes of content in ``piece_bytes`` pieces, then the ``done`` line.
+
+    Generated as it is sent, so the fake itself stays small; it stops early when the client hangs up.
+    """
+
+    size: int
+    piece_bytes: int = 4096
+    text: str = '{ "answer": "You can delete the folder with rmdir() '
+
+
 #: What a script entry or responder may return: chat content as text, a dict sent as JSON
 #: content, an action, or (for /api/embed only) an explicit list of vectors.
-Reply = Union[str, dict, list, Fail, Slow, StreamError, Garbage, Disconnect]
+Reply = Union[str, dict, list, Fail, Slow, StreamError, Garbage, Disconnect, Trickle, Huge]
 
 
 @dataclass(frozen=True)
@@ -496,6 +523,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._end_chunks()
             return
 
+        if isinstance(reply, (Trickle, Huge)):
+            self._endless_or_huge(model, reply, stream)
+            return
+
         if isinstance(reply, Garbage):
             content = reply.text
         elif isinstance(reply, str):
@@ -526,6 +557,28 @@ class _Handler(BaseHTTPRequestHandler):
             self._chunk(self._chat_chunk(model, piece))
         self._chunk(final)
         self._end_chunks()
+
+    def _endless_or_huge(self, model: str, reply: Trickle | Huge, stream: bool) -> None:
+        if not stream:
+            self._json(500, {"error": "the fake streams Trickle and Huge only"})
+            return
+        self._send_head(200, "application/x-ndjson", None)
+        try:
+            if isinstance(reply, Trickle):
+                while self.fake._sleep(reply.interval_s):
+                    self._chunk(self._chat_chunk(model, reply.piece))
+                return
+            block = (reply.text * (reply.piece_bytes // max(1, len(reply.text)) + 1))[: reply.piece_bytes]
+            sent = 0
+            while sent < reply.size and not self.fake._stopping.is_set():
+                piece = block[: reply.size - sent]
+                self._chunk(self._chat_chunk(model, piece))
+                sent += len(piece.encode("utf-8"))
+            self._chunk({**self._chat_chunk(model, ""), "done": True, "done_reason": "length",
+                         "prompt_eval_count": 1, "eval_count": sent // 4})
+            self._end_chunks()
+        except OSError:
+            pass  # the client hung up: exactly what a capped reader should do
 
     @staticmethod
     def _chat_chunk(model: str, content: str) -> dict[str, Any]:

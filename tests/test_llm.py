@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from jobs.errors import LLMError, LLMUnavailableError, ModelNotFoundError
-from jobs.llm import DEFAULT_HOST, ChatResult, OllamaClient, OllamaSettings, normalize_host
-from tests.fake_ollama import Disconnect, Fail, FakeOllama, Garbage, Slow, StreamError, user_prompt
+from jobs.errors import ConfigError, LLMError, LLMUnavailableError, ModelNotFoundError
+from jobs.llm import DEFAULT_HOST, ChatResult, LLMReplyError, OllamaClient, OllamaSettings, normalize_host
+from tests.fake_ollama import Disconnect, Fail, FakeOllama, Garbage, Huge, Slow, StreamError, Trickle, user_prompt
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -52,7 +52,8 @@ def test_streamed_json_reply_is_parsed_with_token_counts(fake_ollama: FakeOllama
     (request,) = fake_ollama.requests_to("/api/chat")
     body = request.body
     assert body["stream"] is True and body["format"] == SCHEMA
-    assert body["options"] == {"temperature": 0, "num_ctx": 8192} and body["keep_alive"] == "10m"
+    # num_predict is sent by default so a looping model stops; the settings' options are merged over it.
+    assert body["options"] == {"num_predict": 1024, "temperature": 0, "num_ctx": 8192} and body["keep_alive"] == "10m"
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert user_prompt(body) == "How do I sort a list in place?"
 
@@ -186,6 +187,58 @@ def test_concurrent_chat_calls_share_one_client(fake_ollama: FakeOllama) -> None
     assert [r.data["answer"] for r in results if r.data] == [f"question {i}" for i in range(12)]
 
 
+# ---------------------------------------------------------------------------- bounded replies
+
+
+def test_num_predict_set_in_the_options_wins(fake_ollama: FakeOllama) -> None:
+    with make_client(fake_ollama, options={"temperature": 0, "num_predict": 64}) as client:
+        client.chat_json("q", SCHEMA)
+    (request,) = fake_ollama.requests_to("/api/chat")
+    assert request.body["options"] == {"temperature": 0, "num_predict": 64}
+
+
+def test_trickling_reply_fails_at_the_reply_deadline_without_retry(fake_ollama: FakeOllama) -> None:
+    # A token every 0.1 s never trips the 5 s per-read timeout; only the whole-reply deadline ends it.
+    fake_ollama.chat_responder = lambda body: Trickle(0.1)
+    with make_client(fake_ollama, reply_timeout_s=1.0, max_attempts=3) as client, ThreadPoolExecutor(1) as pool:
+        call = pool.submit(client.chat_json, "q", SCHEMA)
+        with pytest.raises(LLMReplyError) as err:
+            call.result(timeout=30)  # bounded: without the deadline this would never return
+    assert str(err.value) == "no complete reply within 1 s (model llama3.2:3b; ollama.reply_timeout)"
+    assert err.value.raw_reply.startswith("again again ")
+    assert len(fake_ollama.requests_to("/api/chat")) == 1  # a trickling model trickles again: no retry
+
+
+def test_huge_reply_is_cut_off_at_max_reply_bytes(fake_ollama: FakeOllama) -> None:
+    fake_ollama.script_chat(Huge(10 * 1024 * 1024))
+    with make_client(fake_ollama) as client, pytest.raises(LLMReplyError) as err:
+        client.chat_json("q", SCHEMA)
+    assert str(err.value) == "reply longer than 65536 bytes (model llama3.2:3b)"
+    raw = err.value.raw_reply
+    assert len(raw.encode("utf-8")) == 65536 and raw.startswith('{ "answer": "You can delete')
+    assert len(fake_ollama.requests_to("/api/chat")) == 1
+
+
+def test_reply_cap_keeps_whole_characters(fake_ollama: FakeOllama) -> None:
+    fake_ollama.script_chat("é" * 100)  # 200 bytes of two-byte characters
+    with make_client(fake_ollama, max_reply_bytes=51) as client, pytest.raises(LLMReplyError) as err:
+        client.chat_json("q", SCHEMA)
+    assert err.value.raw_reply == "é" * 25
+
+
+def test_reply_within_the_bounds_is_kept_whole(fake_ollama: FakeOllama) -> None:
+    reply = {"answer": "x" * 400, "found": True}
+    fake_ollama.script_chat(reply)
+    with make_client(fake_ollama, max_reply_bytes=500, reply_timeout_s=5) as client:
+        assert client.chat_json("q", SCHEMA).data == reply
+
+
+@pytest.mark.parametrize("bad", [{"reply_timeout_s": 0}, {"reply_timeout_s": -1}, {"max_reply_bytes": 0}])
+def test_reply_bounds_must_be_positive(bad: dict[str, float]) -> None:
+    with pytest.raises(ConfigError):
+        OllamaSettings(host="x", **bad)
+
+
 # ---------------------------------------------------------------------------- embed
 
 
@@ -285,6 +338,7 @@ def test_settings_defaults_are_independent() -> None:
     assert (a.model, a.embedding_model, a.timeout_s, a.max_attempts, a.embed_batch) == (
         "llama3.2:3b", "nomic-embed-text", 120.0, 4, 64,
     )
+    assert (a.reply_timeout_s, a.max_reply_bytes) == (300.0, 65536)
 
 
 def test_connect_reports_what_a_command_can_use(fake_ollama: FakeOllama) -> None:

@@ -19,6 +19,8 @@ from jobs.prompt import (
     number_sources,
     prompt_order,
     sanitise_text,
+    short_heading,
+    source_block,
 )
 
 # ---------------------------------------------------------------------------- a strict parser
@@ -142,7 +144,7 @@ def test_answer_schema_requires_every_field() -> None:
 def test_template_change_needs_a_version_bump() -> None:
     # If this fails you changed the template: bump PROMPT_VERSION, then update both values here.
     digest = hashlib.sha256(PROMPT_TEMPLATE.encode()).hexdigest()[:16]
-    assert (PROMPT_VERSION, digest) == ("1", "f69581a93c0bcb39"), digest
+    assert (PROMPT_VERSION, digest) == ("2", "f69581a93c0bcb39"), digest
 
 
 def test_prompt_is_deterministic() -> None:
@@ -210,3 +212,29 @@ def test_sanitise_keeps_ordinary_text() -> None:
 def test_no_sources_still_gives_a_well_formed_prompt() -> None:
     parsed = parse_prompt(build_prompt("Anything?", []))
     assert parsed.sources == [] and parsed.rules == RULES
+
+
+# ------------------------------------------------------------------------------ long headings
+
+
+def test_short_heading_leaves_ordinary_paths_alone() -> None:
+    assert short_heading("Guide › Install › On Linux") == "Guide › Install › On Linux"
+    assert short_heading("") == ""
+
+
+def test_short_heading_cuts_each_heading_and_the_whole_path() -> None:
+    assert short_heading("x" * 100_000) == "x" * 79 + "…"
+    assert short_heading("Guide › " + "y" * 300 + " › Install") == "Guide › " + "y" * 79 + "… › Install"
+    deep = short_heading(" › ".join(f"Level {i} " + "h" * 60 for i in range(10)))
+    assert len(deep) <= 200
+    # The innermost headings name the section best: they are kept, the outer ones give way.
+    assert deep.startswith("… › ") and deep.endswith("Level 9 " + "h" * 60)
+
+
+def test_a_100_kb_heading_is_short_in_the_prompt() -> None:
+    source = Source(1, "c", "https://example.org/p", "Manual › " + "Very long heading " * 6000, "The port is 8080.")
+    prompt = build_prompt("Which port?", [source])
+    (parsed,) = parse_prompt(prompt).sources
+    assert len(parsed[2]) <= 200 and parsed[2].startswith("Manual › Very long heading")
+    assert source_block(source) in prompt
+    assert len(prompt) < len(build_prompt("Which port?", [Source(1, "c", "https://example.org/p", "", "The port is 8080.")])) + 250
