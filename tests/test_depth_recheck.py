@@ -168,3 +168,23 @@ def test_a_page_stored_before_links_were_kept_is_fetched_once_in_full(site: Site
     ok(crawl_api(db, urls=[index], depth=1))
     assert [r.status for r in site.requests_for(0, "/index.html")] == [304]
     assert len(requested(site)) == 4
+
+
+def test_a_seed_failing_with_a_server_error_still_leads_on(site: SiteServer, tmp_path: Path) -> None:
+    index = docs_site(site)
+    db = tmp_path / "webqa.duckdb"
+    ok(crawl_api(db, urls=[index], depth=1, job_name="docs"))
+    site.add(0, "/index.html", "<h1>Down for maintenance</h1>", status=503)
+    site.set_body(0, "/docs/c.html", page("Doc C", ("Install", "Upgrading")))
+
+    result = ok(crawl_api(db, urls=[index], depth=1, job_name="docs"), code=1)  # the seed failed
+
+    assert summary(result)["changed"] == 1 and "Upgrading" in pages(db)[site.url(0, "/docs/c.html")]["text"]
+    assert "gone" not in result.stdout and len(job_pages(db, "docs")) == 4
+    # A page the server says is gone leads nowhere: its links are not followed.
+    site.add(0, "/index.html", "<h1>Not here</h1>", status=404)
+    site.reset_log()
+    ok(crawl_api(db, urls=[index], depth=1, job_name="docs"), code=3)  # nothing could be fetched
+    assert requested(site) == ["/index.html"]
+    with Store.open(db, read_only=True) as store:
+        assert store.gone_job_pages("docs", 3) == [site.url(0, f"/docs/{n}.html") for n in "abc"]

@@ -182,6 +182,8 @@ class UrlsSpider(scrapy.Spider):
         if response.status >= 400:
             self._count(f"failed/http_{response.status}")
             yield FetchOutcome(listed_url, "failed", f"HTTP {response.status}", response.status)
+            if response.status >= 500:  # a server error says nothing about the pages below: still check them
+                yield from self._follow_stored(listed_url, depth)
             return
         content_type = _header(response, "Content-Type")
         mime = (content_type or "").split(";", 1)[0].strip().lower()
@@ -243,13 +245,15 @@ class UrlsSpider(scrapy.Spider):
             if self.link_filter.matches(url):
                 yield from self._schedule(url, depth + 1)
 
-    def on_error(self, failure: Failure) -> Iterable[FetchOutcome]:
+    def on_error(self, failure: Failure) -> Iterable[Any]:
         request = failure.request  # type: ignore[attr-defined]
         url = request.cb_kwargs.get("listed_url", request.url)
         outcome, reason = describe_failure(failure, self.settings.getint("REDIRECT_MAX_TIMES"))
         self._count(f"{outcome}/{reason.split(':')[0].split(' (')[0].replace(' ', '_')}")
         log.info("%s %s: %s", outcome.capitalize(), url, reason)
         yield FetchOutcome(url, outcome, reason)
+        # Not downloaded (timeout, refused, robots.txt …): the pages below are still checked, each on its own.
+        yield from self._follow_stored(url, request.meta.get("webqa_depth", 0))
 
     def _count(self, key: str) -> None:
         if self.crawler is not None and self.crawler.stats is not None:
