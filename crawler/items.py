@@ -21,6 +21,9 @@ class FetchedPage:
     content_hash: str
     depth: int
     fetched_at: datetime
+    # Same-host out-links, normalised, before the job's allow/deny: stored with the page, so that a
+    # later 304 or fresh skip can still lead the crawl on to them.
+    links: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -77,6 +77,11 @@ class CrawlSummary:
         return int(self.counts.get(key, 0) or 0)
 
     @property
+    def gone(self) -> int:
+        """Pages the job's previous finished crawl reached and this one did not (they stay stored)."""
+        return self.count("gone")
+
+    @property
     def processed(self) -> int:
         """URLs that reached the server and left the store current (new, changed, unchanged, 304)."""
         return self.count("fetched") + self.count("not_modified")
@@ -91,6 +96,7 @@ class CrawlSummary:
             f"skipped {self.count('skipped')}, failed {self.count('failed')}; "
             f"HTML {self.count('html_bytes') / MB:.2f} MB → text {self.count('text_bytes') / MB:.2f} MB; "
             f"chunks written {self.count('chunks')}"
+            + (f"; gone {self.gone} (no longer reached by the job)" if self.gone else "")
         )
 
 
@@ -207,18 +213,23 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
     allows_private_networks(options)  # a bad WEBQA_ALLOW_PRIVATE_NETWORKS is one line, before anything runs
     listed, problems = gather_urls(options)
 
+    following = options.depth > 0 and options.follow != "none"
     # Opening the store here also turns "database in use" into one line before Scrapy starts.
     with Store.open(db_path) as store:
         stored = store.validators()
-        fresh: list[ListedUrl] = []
-        cutoff = fresh_cutoff(options)
-        if cutoff is not None:
-            fresh = [u for u in listed if (v := stored.get(u.url)) and v.fetched_at and v.fetched_at >= cutoff]
-            fresh_urls = {u.url for u in fresh}
-            listed = [u for u in listed if u.url not in fresh_urls]
+        links = store.page_links() if following else {}
+    if following:
+        # A page stored before webqa kept links is downloaded in full once, so that it can lead on.
+        stored = {url: v for url, v in stored.items() if url in links}
+    fresh_urls: set[str] = set()
+    cutoff = fresh_cutoff(options)
+    if cutoff is not None:
+        fresh_urls = {url for url, v in stored.items() if v.fetched_at and v.fetched_at >= cutoff}
+    fresh = [u for u in listed if u.url in fresh_urls]
     validators = {url: (v.etag, v.last_modified) for url, v in stored.items() if v.etag or v.last_modified}
 
-    if not listed:
+    # Fresh pages are not requested, but within the depth they lead on to their stored links.
+    if len(fresh) == len(listed) and not (following and any(links.get(u.url) for u in fresh)):
         if fresh:
             return CrawlSummary(None, {}, problems, len(fresh), time.monotonic() - started)
         detail = f": {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") if problems else ""
@@ -232,13 +243,15 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
     process.crawl(
         crawler, listed=listed, problems=problems, depth=options.depth, max_pages=options.max_pages,
         allow=list(options.allow), deny=list(options.deny), follow=options.follow,
+        stored_links=links, fresh=fresh_urls,
     )
     with GracefulShutdown(process, crawler) as shutdown:
         process.start(install_signal_handlers=False)
 
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
     counts = {k.removeprefix("webqa/count/"): int(v) for k, v in stats.items() if k.startswith("webqa/count/")}
-    summary = CrawlSummary(stats.get("webqa/crawl_run_id"), counts, problems, len(fresh), time.monotonic() - started,
+    summary = CrawlSummary(stats.get("webqa/crawl_run_id"), counts, problems, counts.get("fresh", 0),
+                           time.monotonic() - started,
                            interrupted=shutdown.signal_name)
     if shutdown.signal_name is not None:
         if shutdown.immediate and summary.crawl_run_id is not None:
@@ -248,7 +261,7 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
                           "confirmed are stored, the rest was not fetched", summary, immediate=shutdown.immediate)
     if summary.crawl_run_id is None:
         raise NothingToDoError(f"the crawl did not start; rerun with -v to see Scrapy's log (database {db_path})")
-    if summary.processed == 0 and not fresh:
+    if summary.processed == 0 and not summary.fresh:
         raise NothingToDoError(
             f"no URL could be fetched ({summary.count('failed')} failed, {summary.count('skipped')} skipped); "
             f"see `SELECT url, reason FROM fetch_log WHERE crawl_run_id = {summary.crawl_run_id}` in {db_path}",

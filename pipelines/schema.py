@@ -6,7 +6,7 @@ keeps working instead of failing on a missing column.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -53,7 +53,30 @@ CREATE TABLE IF NOT EXISTS pages (
     depth INTEGER,
     extract_seconds DOUBLE,
     crawl_run_id BIGINT,                   -- the crawl that last wrote this row's content
-    changed_at TIMESTAMP                   -- when the content last changed
+    changed_at TIMESTAMP,                  -- when the content last changed
+    links_at TIMESTAMP                     -- when page_links was last written for it; NULL: stored before links were kept
+);
+
+-- A page's same-host out-links (normalised, before the crawl's allow/deny, which are applied when they are
+-- followed), replaced whenever the page is saved: a page that answers 304 or is skipped as fresh still
+-- leads the crawl to the pages it links to.
+CREATE TABLE IF NOT EXISTS page_links (
+    url VARCHAR NOT NULL,
+    target VARCHAR NOT NULL,
+    ordinal INTEGER NOT NULL,              -- 0, 1, … in the page's order
+    PRIMARY KEY (url, ordinal)
+);
+
+-- The pages a job's crawls reached (listed, or followed within its depth), whatever the outcome: fetched,
+-- 304, fresh, failed or skipped. One row per (job, URL); a URL no longer reached keeps its old last_seen.
+CREATE TABLE IF NOT EXISTS job_pages (
+    job_name VARCHAR NOT NULL,
+    url VARCHAR NOT NULL,
+    depth INTEGER NOT NULL,                -- link depth at which the last crawl reached it (0: listed)
+    first_seen TIMESTAMP NOT NULL,
+    last_seen TIMESTAMP NOT NULL,
+    last_crawl_run_id BIGINT NOT NULL,     -- the job's last crawl that reached it
+    PRIMARY KEY (job_name, url)
 );
 
 -- The fetched HTML, kept apart so queries over pages stay light; `webqa eval` reads it to tell
@@ -328,4 +351,6 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE answers ADD COLUMN IF NOT EXISTS evidence JSON",
         "ALTER TABLE answers ADD COLUMN IF NOT EXISTS change VARCHAR",
     ],
+    # 3: out-links per page and the pages of each job (page_links and job_pages are created by TABLES).
+    3: ["ALTER TABLE pages ADD COLUMN IF NOT EXISTS links_at TIMESTAMP"],
 }

@@ -56,6 +56,8 @@ class PageRecord:
     html: str
     depth: int = 0
     extract_seconds: float = 0.0
+    # Same-host out-links, normalised, in page order (see page_links in pipelines/schema.py).
+    links: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -364,15 +366,19 @@ class Store:
         """Store a fetched page and its chunks; returns ``new``, ``changed`` or ``unchanged``.
 
         An unchanged body (same content hash) only refreshes the bookkeeping columns; a changed one
-        replaces the page's chunks in one transaction, so a crash never leaves half a page.
+        replaces the page's chunks in one transaction, so a crash never leaves half a page. Either way
+        the page's out-links are replaced with ``page.links`` in the same transaction.
         """
         previous = self.page_hash(page.url)
         if previous == page.content_hash:
-            self.conn.execute(
-                "UPDATE pages SET checked_at = ?, fetched_at = ?, status = ?, final_url = ?, etag = ?, "
-                "last_modified = ? WHERE url = ?",
-                [page.fetched_at, page.fetched_at, page.status, page.final_url, page.etag, page.last_modified, page.url],
-            )
+            with self.transaction():
+                self.conn.execute(
+                    "UPDATE pages SET checked_at = ?, fetched_at = ?, status = ?, final_url = ?, etag = ?, "
+                    "last_modified = ?, links_at = ? WHERE url = ?",
+                    [page.fetched_at, page.fetched_at, page.status, page.final_url, page.etag, page.last_modified,
+                     page.fetched_at, page.url],
+                )
+                self._replace_links(page.url, page.links)
             return "unchanged"
         now = page.fetched_at
         with self.transaction():
@@ -380,16 +386,17 @@ class Store:
             self.conn.execute(
                 "INSERT OR REPLACE INTO pages (url, final_url, status, fetched_at, checked_at, content_type, etag, "
                 "last_modified, content_hash, title, lang, extractor, html_bytes, text_bytes, text, depth, "
-                "extract_seconds, crawl_run_id, changed_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "extract_seconds, crawl_run_id, changed_at, links_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     page.url, page.final_url, page.status, now, now, page.content_type, page.etag,
                     page.last_modified, page.content_hash, page.title, page.lang, page.extractor,
                     page.html_bytes, page.text_bytes, page.text, page.depth, page.extract_seconds,
-                    crawl_run_id, now,
+                    crawl_run_id, now, now,
                 ],
             )
             self.conn.execute("INSERT OR REPLACE INTO page_html VALUES (?, ?)", [page.url, page.html])
+            self._replace_links(page.url, page.links)
             if chunks:
                 rows = [
                     [c.chunk_id, page.url, c.ordinal, c.heading, c.text, c.token_estimate, c.content_hash,
@@ -401,6 +408,69 @@ class Store:
             # a page fetched before the last index build but written after it is not in the index.
             self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('chunks_changed_at', ?)", [utcnow().isoformat()])
         return "changed" if previous is not None else "new"
+
+    def _replace_links(self, url: str, links: Sequence[str]) -> None:
+        self.conn.execute("DELETE FROM page_links WHERE url = ?", [url])
+        if links:
+            insert_rows(self.conn, "INSERT INTO page_links (url, target, ordinal) VALUES",
+                        [[url, target, ordinal] for ordinal, target in enumerate(links)])
+
+    def page_links(self) -> dict[str, list[str]]:
+        """url → its stored out-links in page order, for every page whose links were recorded.
+
+        A page stored before webqa kept links is absent (an empty list means it links nowhere). Targets
+        repeat across pages (navigation), so each is held once in memory.
+        """
+        rows = self.conn.execute(
+            "SELECT p.url, l.target FROM pages p LEFT JOIN page_links l ON l.url = p.url "
+            "WHERE p.links_at IS NOT NULL ORDER BY p.url, l.ordinal"
+        ).fetchall()
+        links: dict[str, list[str]] = {}
+        for url, target in rows:
+            targets = links.setdefault(url, [])
+            if target is not None:
+                targets.append(sys.intern(target))
+        return links
+
+    def record_job_pages(self, job_name: str, crawl_run_id: int, reached: dict[str, int]) -> None:
+        """Record that the job's crawl ``crawl_run_id`` reached ``reached`` (url → link depth)."""
+        if not reached:
+            return
+        now = utcnow()
+        self.conn.execute(
+            "INSERT INTO job_pages (job_name, url, depth, first_seen, last_seen, last_crawl_run_id) "
+            "SELECT $job, r.url, r.depth, $now, $now, $run FROM (SELECT unnest($urls) AS url, unnest($depths) AS depth) r "
+            "ON CONFLICT (job_name, url) DO UPDATE SET depth = excluded.depth, last_seen = excluded.last_seen, "
+            "last_crawl_run_id = excluded.last_crawl_run_id",
+            {"job": job_name, "now": now, "run": crawl_run_id, "urls": list(reached), "depths": list(reached.values())},
+        )
+
+    def job_page_urls(self, job_name: str, *, crawl_run_id: int | None = None) -> list[str]:
+        """The pages the job's crawl ``crawl_run_id`` reached, or (None) those of its latest crawl that recorded any.
+
+        One row per (job, URL) is kept, so this is exact for the job's latest crawl; for an earlier one it
+        lists only the pages no later crawl of the job reached again.
+        """
+        rows = self.conn.execute(
+            "SELECT url FROM job_pages WHERE job_name = $job AND last_crawl_run_id = "
+            "coalesce($run, (SELECT max(last_crawl_run_id) FROM job_pages WHERE job_name = $job)) ORDER BY url",
+            {"job": job_name, "run": crawl_run_id},
+        ).fetchall()
+        return [url for (url,) in rows]
+
+    def gone_job_pages(self, job_name: str, crawl_run_id: int) -> list[str]:
+        """Pages the job's previous finished crawl reached and its crawl ``crawl_run_id`` did not.
+
+        The previous crawl is the job's latest earlier crawl run with status ``done``: an interrupted
+        one reached only part of the job's pages.
+        """
+        rows = self.conn.execute(
+            "SELECT url FROM job_pages WHERE job_name = $job AND last_crawl_run_id = "
+            "(SELECT max(crawl_run_id) FROM crawl_runs WHERE job_name = $job AND crawl_run_id < $run "
+            "AND status = 'done') ORDER BY url",
+            {"job": job_name, "run": crawl_run_id},
+        ).fetchall()
+        return [url for (url,) in rows]
 
     def mark_checked(self, url: str, status: int, etag: str | None = None, last_modified: str | None = None) -> None:
         """A 304: the stored page stays, and we record that it was confirmed current.

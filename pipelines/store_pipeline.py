@@ -68,10 +68,22 @@ class StorePipeline:
             stopped = stats.get("webqa/interrupted") or stats.get("finish_reason") not in (None, "finished")
             status = "interrupted" if stopped else "done"
             assert self.crawl_run_id is not None
+            self._record_job_pages(complete=status == "done")
             self.store.finish_crawl(self.crawl_run_id, status, counts)
         finally:
             self.store.close()
             self.store = None
+
+    def _record_job_pages(self, *, complete: bool) -> None:
+        """Record the pages the job's crawl reached and count those it no longer reaches (``gone``).
+
+        Only a finished crawl counts gone pages: an interrupted one did not reach all it would have.
+        """
+        if not self.job_name or self.store is None or self.crawl_run_id is None:
+            return
+        self.store.record_job_pages(self.job_name, self.crawl_run_id, getattr(self.crawler.spider, "reached", {}))
+        if complete:
+            self._inc("gone", len(self.store.gone_job_pages(self.job_name, self.crawl_run_id)))
 
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, (ExtractedPage, FetchOutcome)):
@@ -92,7 +104,7 @@ class StorePipeline:
             content_type=page.content_type, etag=page.etag, last_modified=page.last_modified,
             content_hash=page.content_hash, title=item.title, lang=item.lang, extractor=item.extractor,
             html_bytes=page.html_bytes, text_bytes=item.text_bytes, text=item.text, html=page.html,
-            depth=page.depth, extract_seconds=item.seconds,
+            depth=page.depth, extract_seconds=item.seconds, links=tuple(page.links),
         )
         state = self.store.save_page(record, item.chunks, self.crawl_run_id)
         log.debug("Stored %s (%s, %d chunks, %s)", page.url, state, len(item.chunks), item.extractor)

@@ -17,6 +17,9 @@ from crawler.run import CrawlOptions, run_crawl
 from jobs.errors import WebqaError
 logging.basicConfig(level=logging.ERROR)
 options = json.loads(sys.argv[1])
+if options.get("recrawl_after") is not None:  # JSON has no durations: seconds
+    import datetime
+    options["recrawl_after"] = datetime.timedelta(seconds=options["recrawl_after"])
 try:
     summary = run_crawl(CrawlOptions(**options), sys.argv[2])
 except WebqaError as exc:

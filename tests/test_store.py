@@ -410,3 +410,71 @@ print(absent, Spy.searched)
     if absent != "True":
         pytest.skip("pandas is installed here: DuckDB imports it once and keeps it")
     assert searched == "0"
+
+
+# -- out-links and job pages -----------------------------------------------------------------------
+
+
+def test_save_page_replaces_the_page_links(store: Store) -> None:
+    store.save_page(record(links=(OTHER, URL + "?v=2")), JSON_CHUNKS, 1)
+    store.save_page(record(OTHER, "<html>csv</html>"), CSV_CHUNKS, 1)
+    assert store.page_links() == {URL: [OTHER, URL + "?v=2"], OTHER: []}  # [] = links nowhere
+
+    # Unchanged body: the links are rewritten all the same (a page stored before links were kept has none).
+    store.save_page(record(at=T0 + timedelta(days=1), links=(OTHER,)), JSON_CHUNKS, 2)
+    assert store.page_links()[URL] == [OTHER]
+    store.save_page(record(body="<html>v2</html>", links=()), JSON_CHUNKS, 3)
+    assert store.page_links()[URL] == []
+    assert page_row(store)["links_at"] == T0
+
+
+def test_pages_stored_before_links_were_kept_have_no_links_entry(store: Store) -> None:
+    store.save_page(record(links=(OTHER,)), JSON_CHUNKS, 1)
+    store.conn.execute("UPDATE pages SET links_at = NULL")
+    assert store.page_links() == {}
+
+
+def test_failed_page_write_keeps_the_previous_links(store: Store) -> None:
+    store.save_page(record(links=(OTHER,)), JSON_CHUNKS, 1)
+    broken = [JSON_CHUNKS[0], dataclasses.replace(JSON_CHUNKS[1], text=None)]  # fails after the links are written
+    with pytest.raises(duckdb.Error):
+        store.save_page(record(body="<html>v2</html>", links=(URL,)), broken, 2)
+    assert store.page_links() == {URL: [OTHER]}
+
+
+def test_job_pages_of_the_latest_crawl_and_the_gone_ones(store: Store) -> None:
+    first = store.begin_crawl("docs")
+    store.record_job_pages("docs", first, {URL: 0, OTHER: 1})
+    store.finish_crawl(first, "done", {})
+    other_job = store.begin_crawl("blog")
+    store.record_job_pages("blog", other_job, {"https://blog.example.org/": 0})
+    store.finish_crawl(other_job, "done", {})
+    second = store.begin_crawl("docs")
+    store.record_job_pages("docs", second, {URL: 0})
+    store.finish_crawl(second, "done", {})
+
+    assert store.job_page_urls("docs") == [URL]
+    assert store.job_page_urls("docs", crawl_run_id=second) == [URL]
+    assert store.job_page_urls("blog") == ["https://blog.example.org/"]
+    assert store.job_page_urls("none") == []
+    assert store.gone_job_pages("docs", second) == [OTHER]
+    assert store.gone_job_pages("docs", first) == []  # no crawl of the job before it
+    assert store.gone_job_pages("blog", other_job) == []  # the docs job's crawl is not the blog's previous
+    rows = store.conn.execute(
+        "SELECT url, depth, first_seen <= last_seen, last_crawl_run_id FROM job_pages WHERE job_name = 'docs' ORDER BY url"
+    ).fetchall()
+    assert rows == [(OTHER, 1, True, first), (URL, 0, True, second)]  # OTHER keeps its old last_seen
+
+
+def test_gone_pages_compare_with_the_previous_finished_crawl(store: Store) -> None:
+    done = store.begin_crawl("docs")
+    store.record_job_pages("docs", done, {URL: 0, OTHER: 1})
+    store.finish_crawl(done, "done", {})
+    cut_short = store.begin_crawl("docs")
+    store.record_job_pages("docs", cut_short, {URL: 0})
+    store.finish_crawl(cut_short, "interrupted", {})
+    third = store.begin_crawl("docs")
+    store.record_job_pages("docs", third, {URL: 0})
+
+    # The interrupted crawl never reached OTHER, but that says nothing: compared with the done one.
+    assert store.gone_job_pages("docs", third) == [OTHER]

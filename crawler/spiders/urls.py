@@ -2,6 +2,10 @@
 
 Every URL ends as exactly one item: a ``FetchedPage`` for HTML to clean, or a ``FetchOutcome`` saying
 why there is none (invalid, robots.txt, HTTP error, not HTML, 304 …), so nothing is dropped silently.
+
+A page within the depth leads on to its links whether or not it is downloaded this run: a 304 or a
+page skipped as fresh leads on to the links stored with it (``stored_links``, read from the store by
+crawler/run.py), so pages below an unchanged page are still re-checked.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit
@@ -67,6 +71,8 @@ class UrlsSpider(scrapy.Spider):
         allow: str | Iterable[str] | None = None,
         deny: str | Iterable[str] | None = None,
         follow: str = "same_host",
+        stored_links: Mapping[str, Sequence[str]] | None = None,
+        fresh: Iterable[str] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -82,9 +88,18 @@ class UrlsSpider(scrapy.Spider):
         self.max_depth = int(depth)
         self.max_pages = int(max_pages)
         self.follow = follow
-        self.link_extractor = LinkExtractor(allow=_split_arg(allow), deny=_split_arg(deny), unique=True)
+        # Every link is extracted and stored; the job's allow/deny decide only what is followed, so a job
+        # sharing the database with other allow/deny rules (or changing its own) follows stored links right.
+        self.link_extractor = LinkExtractor(unique=True)
+        self.link_filter = LinkExtractor(allow=_split_arg(allow), deny=_split_arg(deny))
+        # url → same-host out-links stored by earlier crawls, for pages not downloaded this run.
+        self.stored_links: Mapping[str, Sequence[str]] = stored_links or {}
+        # URLs fetched or confirmed within crawl.recrawl_after: not requested, but reached all the same.
+        self.fresh = frozenset(fresh)
         self.scheduled = 0
         self.seen: set[str] = set()
+        # url → link depth of every URL this crawl reached (requested or fresh): the job's pages.
+        self.reached: dict[str, int] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> UrlsSpider:
@@ -115,10 +130,23 @@ class UrlsSpider(scrapy.Spider):
             log.info("Skipping %s", problem)
             self._count("skipped/invalid_url")
             yield FetchOutcome(url=problem.raw, outcome="skipped", reason=f"{problem.origin}: {problem.reason}")
-        for listed in self.listed:
-            request = self._request(listed.url, depth=0)
-            if request is not None:
+        # Fresh listed URLs last: the links they lead to must not take max_pages from listed URLs.
+        for listed in sorted(self.listed, key=lambda entry: entry.url in self.fresh):
+            for request in self._schedule(listed.url, depth=0):
                 yield request
+
+    def _schedule(self, url: str, depth: int) -> Iterator[scrapy.Request]:
+        """The request for ``url``; for a fresh URL, none, but the requests its stored links lead to."""
+        if url in self.fresh and url not in self.seen:
+            self.seen.add(url)
+            self.reached[url] = depth
+            if self.crawler is not None and self.crawler.stats is not None:
+                self.crawler.stats.inc_value("webqa/count/fresh")
+            yield from self._follow_stored(url, depth)
+            return
+        request = self._request(url, depth)
+        if request is not None:
+            yield request
 
     def _request(self, url: str, depth: int) -> scrapy.Request | None:
         if url in self.seen:
@@ -128,6 +156,7 @@ class UrlsSpider(scrapy.Spider):
             log.debug("Not scheduling %s: max_pages=%d reached", url, self.max_pages)
             return None
         self.seen.add(url)
+        self.reached[url] = depth
         self.scheduled += 1
         return scrapy.Request(
             url,
@@ -149,10 +178,13 @@ class UrlsSpider(scrapy.Spider):
                 listed_url, "not_modified", "not modified since the last crawl", 304,
                 _header(response, "ETag"), _header(response, "Last-Modified"),
             )
+            yield from self._follow_stored(listed_url, depth)
             return
         if response.status >= 400:
             self._count(f"failed/http_{response.status}")
             yield FetchOutcome(listed_url, "failed", f"HTTP {response.status}", response.status)
+            if response.status >= 500:  # a server error says nothing about the pages below: still check them
+                yield from self._follow_stored(listed_url, depth)
             return
         content_type = _header(response, "Content-Type")
         mime = (content_type or "").split(";", 1)[0].strip().lower()
@@ -181,6 +213,7 @@ class UrlsSpider(scrapy.Spider):
             self._count("failed/garbled")
             yield FetchOutcome(listed_url, "failed", f"garbled text after decoding as {response.encoding}", response.status)
             return
+        links = self._page_links(response)
         yield FetchedPage(
             url=listed_url,
             final_url=response.url,
@@ -193,27 +226,42 @@ class UrlsSpider(scrapy.Spider):
             content_hash=hashlib.sha256(response.body).hexdigest(),
             depth=depth,
             fetched_at=datetime.now(timezone.utc).replace(tzinfo=None),
+            links=links,
         )
-        if depth < self.max_depth and self.follow != "none":
-            yield from self._follow_links(response, depth)
+        yield from self._follow(links, depth)
 
-    def _follow_links(self, response: TextResponse, depth: int) -> Iterable[scrapy.Request]:
+    def _page_links(self, response: TextResponse) -> list[str]:
+        """The page's links to its own (final) host, normalised, in page order, each once."""
         host = _hostname(response.url)
+        links: dict[str, None] = {}
         for link in self.link_extractor.extract_links(response):
             url, _reason = normalise_url(link.url)
-            if url is None or _hostname(url) != host:
-                continue
-            request = self._request(url, depth + 1)
-            if request is not None:
-                yield request
+            if url is not None and _hostname(url) == host:
+                links[url] = None
+        return list(links)
 
-    def on_error(self, failure: Failure) -> Iterable[FetchOutcome]:
+    def _follow_stored(self, url: str, depth: int) -> Iterator[scrapy.Request]:
+        # Stored links are same-host already (to the page's final host, which a 304 or a fresh page
+        # cannot tell us again); the job's allow/deny and limits are applied by _follow.
+        yield from self._follow(self.stored_links.get(url, ()), depth)
+
+    def _follow(self, links: Iterable[str], depth: int) -> Iterator[scrapy.Request]:
+        """Requests for a page's links at ``depth + 1``: within the depth, the job's allow/deny, seen and max_pages."""
+        if depth >= self.max_depth or self.follow == "none":
+            return
+        for url in links:
+            if self.link_filter.matches(url):
+                yield from self._schedule(url, depth + 1)
+
+    def on_error(self, failure: Failure) -> Iterable[Any]:
         request = failure.request  # type: ignore[attr-defined]
         url = request.cb_kwargs.get("listed_url", request.url)
         outcome, reason = describe_failure(failure, self.settings.getint("REDIRECT_MAX_TIMES"))
         self._count(f"{outcome}/{reason.split(':')[0].split(' (')[0].replace(' ', '_')}")
         log.info("%s %s: %s", outcome.capitalize(), url, reason)
         yield FetchOutcome(url, outcome, reason)
+        # Not downloaded (timeout, refused, robots.txt …): the pages below are still checked, each on its own.
+        yield from self._follow_stored(url, request.meta.get("webqa_depth", 0))
 
     def _count(self, key: str) -> None:
         if self.crawler is not None and self.crawler.stats is not None:
