@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from jobs.cli import build_parser
+from jobs.config import parse_job
+from jobs.errors import ConfigError
 from jobs.lock import RunLock
 from tests.fake_ollama import FakeOllama
 from tests.site_server import SiteServer
@@ -124,6 +126,39 @@ def test_db_that_is_a_folder_is_a_usage_error(command: str, tmp_path: Path) -> N
     (line,) = lines(done.stderr)
     assert line == f"Error: --db {folder}: is a folder; pass a file path such as {folder / 'webqa.duckdb'}"
     assert list(folder.iterdir()) == []  # nothing (lock file, database) was created inside it
+
+
+# --------------------------------------------------------------------------------------------
+# 6. A misspelt required key
+
+
+def config_error(text: str) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_job(text, "job.yaml")
+    return str(info.value)
+
+
+def test_misspelt_required_key_gets_did_you_mean_first() -> None:
+    text = "name: j\nurls: [https://example.org/]\nquestons:\n  - What?\n"
+    assert config_error(text) == "job.yaml:3: questons: unknown key; did you mean 'questions'?"
+
+
+def test_misspelt_required_key_inside_a_question() -> None:
+    text = "name: j\nquestions:\n  - id: a\n    questoin: What?\n"
+    assert config_error(text) == "job.yaml:4: questions[0].questoin: unknown key; did you mean 'question'?"
+
+
+def test_unrelated_unknown_key_leaves_the_missing_key_first() -> None:
+    text = "name: j\nurls: [https://example.org/]\nqueries: [what]\n"
+    assert config_error(text) == ("job.yaml:1: questions: required key is missing; add a 'questions:' list with at "
+                                  "least one question (and 1 more problem)")
+
+
+def test_misspelt_required_key_through_the_cli(tmp_path: Path) -> None:
+    job = write_job(tmp_path, "name: j\nurls: [https://example.org/]\nquestons:\n  - What?\n")
+    done = webqa("run", job, "--db", tmp_path / "x.duckdb", cwd=tmp_path)
+    assert done.returncode == 2
+    assert lines(done.stderr) == [f"Error: {job}:3: questons: unknown key; did you mean 'questions'?"]
 
 
 # --------------------------------------------------------------------------------------------
