@@ -30,7 +30,6 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
-CORPUS = Path("/usr/share/doc/python3.11/html")
 # The interpreter running the benchmark (normally .venv/bin/python); `webqa` is installed next to it.
 PYTHON = Path(sys.executable)
 WEBQA = PYTHON.parent / "webqa"
@@ -38,6 +37,9 @@ HISTORY_KEEP = 20
 
 if str(REPO) not in sys.path:  # `tests.site_server` and `tests.fake_ollama` live in the repository
     sys.path.insert(0, str(REPO))
+
+from tests.corpus import CORPUS_DIR as CORPUS  # noqa: E402 - the one place that knows where the manual is
+from tests.corpus import has_manual  # noqa: E402
 
 
 # -- machine ------------------------------------------------------------------------------------
@@ -159,8 +161,8 @@ def median(values: Sequence[float]) -> float:
 
 
 def require_corpus() -> None:
-    if not (CORPUS / "library" / "json.html").exists():
-        sys.exit(f"the Python 3.11 manual is not installed at {CORPUS}; run scripts/install-corpus.sh")
+    if not has_manual(CORPUS):
+        sys.exit(f"the Python 3.11 manual is not in {CORPUS}; run scripts/install-corpus.sh (or set WEBQA_CORPUS_DIR)")
 
 
 def corpus_pages(patterns: Sequence[str] = ("library/*.html", "tutorial/*.html")) -> list[str]:

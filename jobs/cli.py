@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from jobs.errors import ConfigError, ExitCode, Interrupted, NothingToDoError, StoreError, WebqaError
+from jobs.errors import ConfigError, ExitCode, Interrupted, LLMUnavailableError, NothingToDoError, StoreError, WebqaError
 
 DEFAULT_DB = os.environ.get("WEBQA_DB", "webqa.duckdb")
 
@@ -95,16 +95,45 @@ def _add_db(parser: argparse.ArgumentParser) -> None:
                         help="DuckDB file (default: $WEBQA_DB or ./webqa.duckdb)")
 
 
+def _check_db(args: argparse.Namespace) -> None:
+    """A folder as --db would fail later with a DuckDB or lock-file message that hides the slip."""
+    db = getattr(args, "db", None)
+    if db is not None and Path(db).is_dir():
+        raise ConfigError(f"--db {db}: is a folder; pass a file path such as {Path(db) / 'webqa.duckdb'}")
+
+
+def _add_global_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, after_command: bool) -> None:
+    """-v, -q and --log-file: on the main parser with defaults, and on every subcommand without.
+
+    A subcommand's default would overwrite what was given before its name (``webqa -q run JOB``), so
+    there each option sets its attribute only when it is written (``webqa run JOB -q``).
+    """
+    flag, path = (argparse.SUPPRESS, argparse.SUPPRESS) if after_command else (False, None)
+    parser.add_argument("-v", "--verbose", action="store_true", default=flag, help="show Scrapy's and webqa's log")
+    parser.add_argument("-q", "--quiet", action="store_true", default=flag,
+                        help="only errors, notices and the final summary")
+    parser.add_argument("--log-file", type=Path, metavar="PATH", default=path,
+                        help="append every message (progress, notices, errors, summaries, warnings), timestamped, "
+                             "to PATH, whatever --quiet says")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("webqa")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed; run scripts/setup.sh)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="webqa",
         description="Crawl URL lists politely, store them in DuckDB, and answer questions about them with a local LLM.",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="show Scrapy's and webqa's log")
-    parser.add_argument("-q", "--quiet", action="store_true", help="only errors, notices and the final summary")
-    parser.add_argument("--log-file", type=Path, metavar="PATH",
-                        help="append every message (progress, notices, errors, summaries, warnings), timestamped, "
-                             "to PATH, whatever --quiet says")
+    parser.add_argument("--version", action="version", version=f"webqa {_version()}",
+                        help="print the installed version and exit")
+    _add_global_options(parser, after_command=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     crawl = sub.add_parser("crawl", help="fetch, clean, chunk and store pages",
@@ -184,7 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--budget", type=_non_negative_int, default=3000, help="token budget of the sources (default 3000)")
     ask.add_argument("--model", default="llama3.2:3b", help="Ollama model (default llama3.2:3b)")
     ask.add_argument("--embedding-model", default="nomic-embed-text", help="Ollama embedding model")
-    ask.add_argument("--answerer", choices=("llm", "extractive"), default="llm")
+    ask.add_argument("--answerer", choices=("llm", "extractive"), default="llm",
+                     help="who writes the answer (default llm); extractive quotes the best sentences and needs no "
+                          "Ollama with --method keyword or bm25")
     ask.add_argument("--no-retry", action="store_true", help="do not retry with a wider selection")
     ask.add_argument("--min-similarity", type=_similarity, default=None, metavar="X",
                      help="embedding/hybrid: below this best cosine, answer Not enough information without the LLM")
@@ -219,6 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--top-k", type=_non_negative_int, default=5, help="rank that counts as found for 'lost at selection' (default 5)")
     evaluate.add_argument("--json", action="store_true", help="print the funnel and summary as JSON")
     evaluate.set_defaults(handler=cmd_eval)
+    for command in sub.choices.values():
+        # Last, in their own section: each command's help starts with its own options.
+        _add_global_options(command.add_argument_group("global options (also accepted before COMMAND)"),
+                            after_command=True)
     return parser
 
 
@@ -318,7 +353,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     access = connect(OllamaSettings(model=args.model, embedding_model=args.embedding_model),
                      chat=chat, embeddings=args.method in ("embedding", "hybrid"))
     if access.unreachable is not None and chat:
-        raise access.unreachable
+        raise LLMUnavailableError(f"{access.unreachable}; or answer without it: --answerer extractive --method bm25")
     # The selection's notice says once why embedding selection cannot be used, with the fix.
     llm, embedder, embedding_unavailable = access.llm, access.embedder, access.embedding_unavailable
     with RunStore.open(args.db) as store:
@@ -523,6 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if log is not None:
             console._stamp(f"$ webqa {' '.join(sys.argv[1:] if argv is None else argv)}")
+        _check_db(args)
         code = int(handler(args))
         if log is not None:
             console._stamp(f"exit {code}")

@@ -1190,12 +1190,31 @@ def _quoting_hint(expected: Any, value: Any) -> str:
     return ""
 
 
+def _without_misspelt_required(errors: list[Any], raw: Any) -> list[Any]:
+    """Drop "required key is missing" when an unknown key beside it is that key misspelt.
+
+    ``questons:`` raises both errors; the missing one sorts first (it has no line of its own) but
+    the fix is the unknown key's "did you mean 'questions'?".
+    """
+    unknown = [_data_path(raw, tuple(e["loc"]), keep_last=False) for e in errors if e["type"] == "extra_forbidden"]
+
+    def misspelt(error: Any) -> bool:
+        if error["type"] != "missing":
+            return False
+        path = _data_path(raw, tuple(error["loc"]), keep_last=True)
+        hint = f"did you mean {path[-1]!r}?"
+        return any(u[:-1] == path[:-1] and hint in _unknown_key_message(u) for u in unknown if u)
+
+    return [e for e in errors if not misspelt(e)]
+
+
 def _validation_error(
     exc: ValidationError, raw: Any, lines: dict[tuple[str | int, ...], int], source: str
 ) -> JobFileError:
     """The earliest problem in the file, as one line (plus how many more there are)."""
+    errors = _without_misspelt_required(exc.errors(include_url=False), raw)
     found: list[tuple[int, int, str, str]] = []
-    for order, error in enumerate(exc.errors(include_url=False)):
+    for order, error in enumerate(errors):
         loc = tuple(error["loc"])
         context = error.get("ctx") or {}
         if error["type"] == "webqa":

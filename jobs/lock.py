@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import time
 from pathlib import Path
 from types import TracebackType
@@ -37,17 +38,27 @@ class RunLock:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another webqa process"
+                    holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
                     os.close(fd)
-                    waited = f" after waiting {self.wait_seconds:g}s" if self.wait_seconds else ""
-                    raise DatabaseLockedError(
-                        f"{self.path.with_suffix('')} is busy{waited}: held by {holder}; "
-                        "use --wait SECONDS to queue behind it"
-                    ) from None
+                    raise self._busy(holder) from None
                 time.sleep(self.poll_seconds)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"PID {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0)
         self._fd = fd
+
+    def _busy(self, holder: str) -> DatabaseLockedError:
+        """Without --wait, suggest it; after a --wait that ran out, waiting longer is rarely the fix."""
+        db = self.path.with_suffix("")
+        if not self.wait_seconds:
+            return DatabaseLockedError(f"{db} is busy: held by {holder or 'another webqa process'}; "
+                                       "use --wait SECONDS to queue behind it")
+        pid = re.match(r"PID (\d+)", holder)
+        if pid is None:  # written by an older webqa, or emptied just now
+            return DatabaseLockedError(f"{db} is still locked after waiting {self.wait_seconds:g}s; check which "
+                                       f"process holds {self.path} (fuser {self.path})")
+        return DatabaseLockedError(f"{db} is still locked by PID {pid[1]} after waiting {self.wait_seconds:g}s "
+                                   f"({holder}); check that process (ps -p {pid[1]}): is it stuck, or does its "
+                                   "run need longer?")
 
     def release(self) -> None:
         if self._fd is not None:

@@ -19,7 +19,7 @@ Usage in tests::
 
 As a script (manual checks, benchmarks)::
 
-    python -m tests.site_server --dir /usr/share/doc/python3.11/html \\
+    python -m tests.site_server --dir "$(python -m tests.corpus)" \\
         --hosts 127.0.0.1,127.0.0.2 --port 8765
 """
 
@@ -50,6 +50,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tests.corpus import CORPUS_DIR
+
 try:  # The script mode must work where only the runtime deps are installed.
     import pytest
 except ImportError:  # pragma: no cover - exercised only outside the test venv
@@ -66,8 +68,8 @@ __all__ = [
 ]
 
 DEFAULT_HOSTS: tuple[str, ...] = ("127.0.0.1", "127.0.0.2")
-#: Debian's python3.11-doc manual; the crawl corpus for the `corpus` marker.
-PYTHON_DOCS_DIR = Path("/usr/share/doc/python3.11/html")
+#: Debian's python3.11-doc manual; the crawl corpus for the `corpus` marker (see tests/corpus.py).
+PYTHON_DOCS_DIR = CORPUS_DIR
 #: Last-Modified of routes unless set: fixed so that runs are reproducible.
 FIXED_LAST_MODIFIED: float = 1704067200.0  # 2024-01-01T00:00:00Z
 

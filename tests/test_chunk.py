@@ -5,20 +5,17 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from pathlib import Path
 from xml.sax.saxutils import escape
 
 import pytest
 
 from pipelines.chunk import HEADING_SEPARATOR, Chunk, estimate_tokens, split_by_headings, split_sentences
 from pipelines.clean import clean_html
+from tests.corpus import CORPUS_DIR, MISSING, has_manual
 
 URL = "https://docs.example.org/page.html"
-CORPUS = Path("/usr/share/doc/python3.11/html")
-corpus = pytest.mark.skipif(
-    not (CORPUS / "library" / "json.html").is_file(),
-    reason=f"Python 3.11 HTML manual not found in {CORPUS}; run scripts/install-corpus.sh",
-)
+CORPUS = CORPUS_DIR
+corpus = pytest.mark.skipif(not has_manual(CORPUS), reason=MISSING)
 
 
 def doc(*parts: str) -> str:

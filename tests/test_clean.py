@@ -10,13 +10,11 @@ from lxml import etree
 
 import pipelines.clean as clean_mod
 from pipelines.clean import CleanResult, clean_heading, clean_html, xml_blocks
+from tests.corpus import CORPUS_DIR, MISSING, has_manual
 
 PAGES = Path(__file__).parent / "pages"
-CORPUS = Path("/usr/share/doc/python3.11/html")
-corpus = pytest.mark.skipif(
-    not (CORPUS / "library" / "json.html").is_file(),
-    reason=f"Python 3.11 HTML manual not found in {CORPUS}; run scripts/install-corpus.sh",
-)
+CORPUS = CORPUS_DIR
+corpus = pytest.mark.skipif(not has_manual(CORPUS), reason=MISSING)
 
 
 def headings(result: CleanResult) -> list[tuple[int, str]]:

@@ -88,3 +88,16 @@ def test_committed_job_schema_matches_the_models() -> None:
                              text=True, timeout=60, check=True).stdout
     assert json.loads(printed) == json.loads((repo / "configs" / "job.schema.json").read_text(encoding="utf-8"))
     assert "questions" in json.loads(printed)["properties"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_command_help_lists_global_options_last_in_their_own_section(command: str) -> None:
+    out = _help(command).stdout
+    own, sep, global_part = out.partition("global options (also accepted before COMMAND):")
+    assert sep, out
+    for option in ("--verbose", "--quiet", "--log-file"):
+        assert option in global_part and option not in own.split("options:", 1)[-1]
+
+
+def test_version_is_in_the_top_level_help() -> None:
+    assert "--version" in _help().stdout

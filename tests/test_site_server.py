@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.corpus import MISSING, has_manual
 from tests.site_server import (
     FIXED_LAST_MODIFIED,
     PYTHON_DOCS_DIR,
@@ -277,7 +278,7 @@ def test_static_dot_dot_inside_names_is_fine(site: SiteServer, www: Path) -> Non
 
 
 @pytest.mark.corpus
-@pytest.mark.skipif(not PYTHON_DOCS_DIR.is_dir(), reason="python3.11-doc not installed")
+@pytest.mark.skipif(not has_manual(PYTHON_DOCS_DIR), reason=MISSING)
 def test_serves_python_docs_on_two_hosts(site: SiteServer) -> None:
     for host in site.hosts:
         site.serve_dir(host, "/", PYTHON_DOCS_DIR)
