@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs.errors import ConfigError, Interrupted, NothingToDoError
 from crawler.urllist import ListedUrl, NotARegularFileError, UrlProblem, collect_urls, read_url_file
+from pipelines.errors import ConfigError, Interrupted, NothingToDoError
 from pipelines.store import Store, utcnow
 
 log = logging.getLogger(__name__)

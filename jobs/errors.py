@@ -1,84 +1,13 @@
-"""Every error webqa reports to a user, and the exit codes cron sees.
+"""The shared error types, re-exported so that jobs/ code and tests keep writing ``from jobs.errors import …``.
 
-Library code raises these; only the CLI edge turns them into one ``Error: …`` line and an exit code.
-The module imports nothing from the project so that every package may raise from it.
+They live in ``pipelines.errors``, the bottom layer, because pipelines/ and crawler/ raise them too and
+must not import from jobs/ (docs/architecture.md).
 """
 
-from __future__ import annotations
+from pipelines.errors import (ConfigError, DatabaseLockedError, ExitCode, Interrupted, LLMError, LLMUnavailableError,
+                              ModelNotFoundError, NothingToDoError, StorageError, StoreError, WebqaError, WorkSummary)
 
-from enum import IntEnum
-
-
-class ExitCode(IntEnum):
-    """Process exit codes, documented in the README for cron."""
-
-    OK = 0  # every question answered / the crawl did its work
-    PARTIAL = 1  # the run finished, but some questions or URLs failed
-    USAGE = 2  # bad command line, job file or input: nothing was attempted
-    FAILED = 3  # the job could not do its work (no URL fetched, LLM unavailable, …)
-    LOCKED = 4  # another webqa process holds the database
-    CHANGED = 5  # --fail-on-change and at least one answer changed
-    INTERRUPTED = 130  # SIGINT/SIGTERM: stopped cleanly after the current step (SIGTERM too, not 143)
-
-
-class WebqaError(Exception):
-    """A failure the user can act on; ``str(err)`` is the one line shown after ``Error:``."""
-
-    exit_code: ExitCode = ExitCode.FAILED
-
-
-class ConfigError(WebqaError):
-    """A job file, URL list or option that cannot be used as given."""
-
-    exit_code = ExitCode.USAGE
-
-
-class DatabaseLockedError(WebqaError):
-    """Another process holds the DuckDB file."""
-
-    exit_code = ExitCode.LOCKED
-
-
-class StoreError(WebqaError):
-    """The database cannot be opened or is not a webqa database."""
-
-
-class LLMError(WebqaError):
-    """Ollama could not give an answer (after retries)."""
-
-
-class LLMUnavailableError(LLMError):
-    """Ollama cannot be reached at all; the run may fall back to the extractive answerer."""
-
-
-class ModelNotFoundError(LLMError):
-    """The model is not pulled on the Ollama server; retrying cannot help."""
-
-
-class NothingToDoError(WebqaError):
-    """The inputs led to no work at all (no URL could be processed, no chunk stored)."""
-
-    def __init__(self, message: str, summary: object | None = None) -> None:
-        super().__init__(message)
-        self.summary = summary  # what was done before giving up, for the CLI's summary line
-
-
-class StorageError(StoreError):
-    """Writing to the database or the output folder failed (disk full, read-only, I/O error).
-
-    What was committed before stays; a run stopped by it can be continued with ``--resume``.
-    """
-
-
-class Interrupted(WebqaError):
-    """SIGINT or SIGTERM stopped the work: what was finished is stored, the rest was not done.
-
-    ``immediate`` is a second signal: in-flight work was abandoned, not waited for.
-    """
-
-    exit_code = ExitCode.INTERRUPTED
-
-    def __init__(self, message: str, summary: object | None = None, *, immediate: bool = False) -> None:
-        super().__init__(message)
-        self.summary = summary
-        self.immediate = immediate
+__all__ = [
+    "ConfigError", "DatabaseLockedError", "ExitCode", "Interrupted", "LLMError", "LLMUnavailableError",
+    "ModelNotFoundError", "NothingToDoError", "StorageError", "StoreError", "WebqaError", "WorkSummary",
+]

@@ -18,7 +18,7 @@ from typing import Any
 
 from scrapy.crawler import Crawler
 
-from crawler.items import ExtractedPage, FetchedPage, FetchOutcome
+from pipelines.items import ExtractedPage, FetchedPage, FetchOutcome
 from pipelines.extract import PageResult, process_page
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from typing import Any
 
 import duckdb
 
-from jobs.errors import DatabaseLockedError, StoreError
+from pipelines.errors import DatabaseLockedError, StoreError
 from pipelines import schema
 from pipelines.chunk import Chunk
 

@@ -10,7 +10,7 @@ from typing import Any
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 
-from crawler.items import ExtractedPage, FetchOutcome
+from pipelines.items import ExtractedPage, FetchOutcome
 from pipelines.store import PageRecord, Store
 
 log = logging.getLogger(__name__)

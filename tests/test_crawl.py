@@ -27,7 +27,7 @@ import duckdb
 import pytest
 
 from crawler import settings as crawl_defaults
-from crawler.items import ExtractedPage, FetchedPage, FetchOutcome
+from pipelines.items import ExtractedPage, FetchedPage, FetchOutcome
 from pipelines import extraction
 from pipelines.chunk import HEADING_SEPARATOR
 from tests.crawling import REPO, crawl_api, ok

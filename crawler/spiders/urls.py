@@ -36,7 +36,7 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.internet import error as twisted_errors
 from twisted.python.failure import Failure
 
-from crawler.items import FetchedPage, FetchOutcome
+from pipelines.items import FetchedPage, FetchOutcome
 from crawler.middlewares.ssrf import blocked_reason_for_host
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
 from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode

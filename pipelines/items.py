@@ -1,9 +1,15 @@
-"""What the spider hands the pipelines: a fetched page, or the reason there is none."""
+"""What the spider hands the pipelines: a fetched page, or the reason there is none.
+
+In pipelines/ (the bottom layer) because both the spider that makes them and the pipelines that
+consume them import them, and pipelines/ never imports crawler/.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+
+from pipelines.chunk import Chunk
 
 
 @dataclass
@@ -48,5 +54,5 @@ class ExtractedPage:
     extractor: str
     text: str
     text_bytes: int
-    chunks: list = field(default_factory=list)  # list[pipelines.chunk.Chunk]
+    chunks: list[Chunk] = field(default_factory=list)
     seconds: float = 0.0
