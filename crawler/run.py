@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler.urllist import ListedUrl, NotARegularFileError, UrlProblem, collect_urls, read_url_file
+from pipelines import defaults
 from pipelines.errors import ConfigError, Interrupted, NothingToDoError
 from pipelines.store import Store, utcnow
 
@@ -39,7 +40,7 @@ class CrawlOptions:
     url_entries: Sequence[tuple[str, str]] = ()
     depth: int = 0
     max_pages: int = 0
-    delay: float = 1.0
+    delay: float = defaults.DELAY
     hosts: dict[str, HostPolicy] = field(default_factory=dict)
     allow: Sequence[str] = ()
     deny: Sequence[str] = ()
@@ -47,12 +48,12 @@ class CrawlOptions:
     contact: str | None = None
     obey_robots: bool = True
     # Hosts whose robots.txt asks for a longer Crawl-delay (seconds) are skipped for the run.
-    max_crawl_delay: float = 30.0
+    max_crawl_delay: float = defaults.MAX_CRAWL_DELAY
     # SSRF guard off: allow loopback/private/link-local addresses (intranet crawls). The environment
     # variable WEBQA_ALLOW_PRIVATE_NETWORKS=1 does the same (see `allows_private_networks`).
     allow_private_networks: bool = False
-    timeout: float = 30.0
-    max_bytes: int = 10 * MB
+    timeout: float = defaults.TIMEOUT
+    max_bytes: int = defaults.MAX_BYTES
     recrawl_after: timedelta | None = None
     refresh: bool = False
     # Resuming an interrupted run's crawl: pages fetched or confirmed since then are not fetched again.
@@ -160,11 +161,9 @@ def _slot_delay(delay: float) -> float:
 
 def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, tuple[str | None, str | None]]) -> dict[str, Any]:
     """The per-run settings layered over ``crawler.settings``."""
-    from crawler import settings as defaults
+    from crawler import settings as scrapy_defaults
 
-    user_agent = defaults.USER_AGENT
-    if options.contact:
-        user_agent = f"webqa/0.1 (batch question answering; +{options.contact})"
+    user_agent = defaults.user_agent(options.contact) if options.contact else scrapy_defaults.USER_AGENT
     slots = {
         host: {
             "delay": _slot_delay(policy.delay if policy.delay is not None else options.delay),
@@ -187,7 +186,7 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
         "USER_AGENT": user_agent,
         "DOWNLOAD_TIMEOUT": options.timeout,
         "DOWNLOAD_MAXSIZE": options.max_bytes,
-        "DOWNLOAD_WARNSIZE": min(defaults.DOWNLOAD_WARNSIZE, options.max_bytes),
+        "DOWNLOAD_WARNSIZE": min(scrapy_defaults.DOWNLOAD_WARNSIZE, options.max_bytes),
         "WEBQA_ALLOW_PRIVATE_NETWORKS": allows_private_networks(options),
         "LOG_LEVEL": "DEBUG" if options.verbose else "ERROR",
         # The CLI installs its own handler with the level the user asked for.

@@ -6,19 +6,21 @@ overrides, validators) are layered on top by ``crawler.run.crawl_settings``.
 
 import os as _os
 
+from pipelines import defaults as _defaults
+
 BOT_NAME = "webqa"
 SPIDER_MODULES = ["crawler.spiders"]
 NEWSPIDER_MODULE = "crawler.spiders"
 
 # Identify ourselves honestly; `crawler.run` appends the job's contact URL when one is configured.
-USER_AGENT = "webqa/0.1 (batch question answering; +https://pypi.org/project/webqa/)"
+USER_AGENT = _defaults.user_agent()
 
 # Site owners decide what may be crawled.
 ROBOTSTXT_OBEY = True
 
-# One request per host at a time, a fixed second apart: predictable load on servers we do not own.
+# One request per host at a time, a fixed delay apart (pipelines/defaults.py says why).
 CONCURRENT_REQUESTS_PER_DOMAIN = 1
-DOWNLOAD_DELAY = 1.0
+DOWNLOAD_DELAY = _defaults.DELAY
 # No jitter: the delay is a promise to the server and must hold as a minimum, not an average.
 DOWNLOAD_DELAY_JITTER = 0
 # Many hosts may be crawled in parallel; politeness is per host.
@@ -27,9 +29,9 @@ CONCURRENT_REQUESTS = 32
 # A redirect chain longer than this is a loop or a trap.
 REDIRECT_MAX_TIMES = 5
 # Scrapy waits 180 s by default; a cron job over many URLs cannot afford that per dead server.
-DOWNLOAD_TIMEOUT = 30
+DOWNLOAD_TIMEOUT = _defaults.TIMEOUT
 # Documentation pages are far below this; anything larger is a dump or a bomb (counted after decompression).
-DOWNLOAD_MAXSIZE = 10 * 1024 * 1024
+DOWNLOAD_MAXSIZE = _defaults.MAX_BYTES
 DOWNLOAD_WARNSIZE = 5 * 1024 * 1024
 # Retries are few: a page that fails three times is recorded as failed, the next run tries again.
 RETRY_TIMES = 2
@@ -75,12 +77,12 @@ ITEM_PIPELINES = {
 }
 
 # Where pages go when the crawl is started with `scrapy crawl urls` from the repository root.
-WEBQA_DB = "webqa.duckdb"
-WEBQA_EXTRACT_TIMEOUT = 10.0
-WEBQA_CHUNK_TOKENS = 350
-WEBQA_CHUNK_OVERLAP = 40
+WEBQA_DB = _defaults.DB
+WEBQA_EXTRACT_TIMEOUT = _defaults.EXTRACT_TIMEOUT
+WEBQA_CHUNK_TOKENS = _defaults.CHUNK_TOKENS
+WEBQA_CHUNK_OVERLAP = _defaults.CHUNK_OVERLAP
 # A host asking for more than this many seconds between requests is skipped, not crawled for hours.
-WEBQA_MAX_CRAWL_DELAY = 30
+WEBQA_MAX_CRAWL_DELAY = _defaults.MAX_CRAWL_DELAY
 # JSON file of robots.txt results reused by later runs; `crawler.run` puts it next to the database.
 WEBQA_ROBOTS_CACHE = None
 # RFC 9309 §2.4: a cached robots.txt should not be trusted for more than 24 hours.

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from jobs.errors import ConfigError, ExitCode, Interrupted, LLMUnavailableError, NothingToDoError, StoreError, WebqaError
-
-DEFAULT_DB = os.environ.get("WEBQA_DB", "webqa.duckdb")
+from pipelines import defaults
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -90,8 +89,13 @@ def _console(args: argparse.Namespace) -> Console:
     return console
 
 
+def default_db() -> str:
+    """$WEBQA_DB, read when the command line is parsed (not at import), else ./webqa.duckdb."""
+    return os.environ.get("WEBQA_DB", defaults.DB)
+
+
 def _add_db(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", default=DEFAULT_DB, metavar="PATH",
+    parser.add_argument("--db", default=default_db(), metavar="PATH",
                         help="DuckDB file (default: $WEBQA_DB or ./webqa.duckdb)")
 
 
@@ -127,6 +131,8 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from jobs import llm  # Ollama's defaults for `ask`; not at the top, so importing the CLI stays cheap
+
     parser = argparse.ArgumentParser(
         prog="webqa",
         description="Crawl URL lists politely, store them in DuckDB, and answer questions about them with a local LLM.",
@@ -144,16 +150,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(crawl)
     crawl.add_argument("--depth", type=_non_negative_int, default=0, help="follow links this many levels (default 0)")
     crawl.add_argument("--max-pages", type=_non_negative_int, default=0, help="stop scheduling after N pages (0: no cap)")
-    crawl.add_argument("--delay", type=_positive_float, default=1.0, help="seconds between requests to one host (default 1)")
+    crawl.add_argument("--delay", type=_positive_float, default=defaults.DELAY,
+                       help=f"seconds between requests to one host (default {defaults.DELAY:g})")
     crawl.add_argument("--allow", action="append", default=[], metavar="REGEX", help="only follow links matching")
     crawl.add_argument("--deny", action="append", default=[], metavar="REGEX", help="never follow links matching")
     crawl.add_argument("--contact", metavar="URL", help="contact URL put in the User-Agent")
     crawl.add_argument("--ignore-robots", action="store_true", help="do not obey robots.txt (only for sites you own)")
     crawl.add_argument("--workers", type=_non_negative_int, default=0, help="extraction processes (default: one per core)")
-    crawl.add_argument("--timeout", type=_positive_float, default=30.0, metavar="SECONDS",
-                       help="give up on a response after this long (default 30)")
-    crawl.add_argument("--max-bytes", type=_non_negative_int, default=10 * 1024 * 1024, metavar="N",
-                       help="largest body accepted, counted after decompression (default 10 MiB)")
+    crawl.add_argument("--timeout", type=_positive_float, default=defaults.TIMEOUT, metavar="SECONDS",
+                       help=f"give up on a response after this long (default {defaults.TIMEOUT:g})")
+    crawl.add_argument("--max-bytes", type=_non_negative_int, default=defaults.MAX_BYTES, metavar="N",
+                       help="largest body accepted, counted after decompression "
+                            f"(default {defaults.MAX_BYTES // (1024 * 1024)} MiB)")
     crawl.add_argument("--allow-private-networks", action="store_true",
                        help="crawl loopback, private and link-local addresses (intranets); see SECURITY.md")
     crawl.set_defaults(handler=cmd_crawl)
@@ -211,8 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--method", choices=("keyword", "bm25", "embedding", "hybrid"), default="hybrid")
     ask.add_argument("--top-k", type=_non_negative_int, default=6, help="chunks sent to the answerer (default 6)")
     ask.add_argument("--budget", type=_non_negative_int, default=3000, help="token budget of the sources (default 3000)")
-    ask.add_argument("--model", default="llama3.2:3b", help="Ollama model (default llama3.2:3b)")
-    ask.add_argument("--embedding-model", default="nomic-embed-text", help="Ollama embedding model")
+    ask.add_argument("--model", default=llm.DEFAULT_MODEL, help=f"Ollama model (default {llm.DEFAULT_MODEL})")
+    ask.add_argument("--embedding-model", default=llm.DEFAULT_EMBEDDING_MODEL, help="Ollama embedding model")
     ask.add_argument("--answerer", choices=("llm", "extractive"), default="llm",
                      help="who writes the answer (default llm); extractive quotes the best sentences and needs no "
                           "Ollama with --method keyword or bm25")
@@ -471,7 +479,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         urls=args.urls, urls_files=args.input, depth=args.depth, max_pages=args.max_pages, delay=args.delay,
         allow=args.allow, deny=args.deny, contact=args.contact, obey_robots=not args.ignore_robots,
         extract_workers=args.workers, verbose=args.verbose, progress=_interactive(args),
-        timeout=args.timeout, max_bytes=args.max_bytes or 10 * 1024 * 1024,
+        timeout=args.timeout, max_bytes=args.max_bytes or defaults.MAX_BYTES,
         allow_private_networks=args.allow_private_networks,
     )
     try:

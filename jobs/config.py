@@ -47,8 +47,10 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from crawler.urllist import MAX_URL_FILE_BYTES, NotARegularFileError, excerpt, read_bounded
+from jobs import llm
 from jobs.errors import ConfigError
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for
+from pipelines import defaults
 
 __all__ = [
     "DEFAULT_OLLAMA_HOST",
@@ -81,10 +83,9 @@ MAX_URLS_FILE_BYTES = MAX_URL_FILE_BYTES  # 16 MiB ≈ 200 000 URLs; the same li
 MAX_ALIAS_NODES = 10_000
 MAX_NESTING = 64  # deeper than any job needs; also keeps our recursive walk far from Python's limit
 
-DEFAULT_OLLAMA_HOST = "http://localhost:11434"
-# num_ctx: Ollama's own default context window is smaller than selection.token_budget plus the
-# prompt, which would silently truncate the evidence. temperature 0: reproducible answers for diffs.
-DEFAULT_OLLAMA_OPTIONS: dict[str, Any] = {"temperature": 0, "num_ctx": 8192}
+# Ollama's defaults are jobs/llm.py's; the names stay here for callers of this module.
+DEFAULT_OLLAMA_HOST = llm.DEFAULT_HOST
+DEFAULT_OLLAMA_OPTIONS = llm.DEFAULT_OPTIONS
 # Known Ollama model options, only used to catch typos ("temprature"): an unknown option that is
 # not close to a known one is passed through, because Ollama adds options over time.
 _KNOWN_OLLAMA_OPTIONS = (
@@ -335,7 +336,7 @@ class CrawlConfig(_Model):
 
     depth: NonNegInt = Field(0, description="Link-following depth; 0 = only the listed URLs.")
     max_pages: PosInt = Field(500, description="Stop after fetching this many pages.")
-    delay: NonNegFloat = Field(1.0, description="Seconds between requests to one host.")
+    delay: NonNegFloat = Field(defaults.DELAY, description="Seconds between requests to one host.")
     follow: Literal["same_host", "none"] = Field(
         "same_host", description="Which links to follow when depth > 0."
     )
@@ -344,7 +345,7 @@ class CrawlConfig(_Model):
     user_agent_contact: HttpUrl | None = Field(None, description="URL put in the User-Agent.")
     obey_robots: StrictBool = Field(True, description="Honour robots.txt.")
     max_crawl_delay: NonNegFloat = Field(
-        30.0, description="Skip hosts whose robots.txt Crawl-delay is above this many seconds."
+        defaults.MAX_CRAWL_DELAY, description="Skip hosts whose robots.txt Crawl-delay is above this many seconds."
     )
     allow_private_networks: StrictBool = Field(
         False, description="Allow fetching from loopback/private/link-local addresses."
@@ -352,8 +353,8 @@ class CrawlConfig(_Model):
     recrawl_after: timedelta | None = Field(
         None, description="Re-fetch a page only when older than this; null = always (conditionally)."
     )
-    timeout: PosFloat = Field(30.0, description="Seconds before a request is abandoned.")
-    max_bytes: PosInt = Field(10_485_760, description="Largest response body accepted, in bytes.")
+    timeout: PosFloat = Field(defaults.TIMEOUT, description="Seconds before a request is abandoned.")
+    max_bytes: PosInt = Field(defaults.MAX_BYTES, description="Largest response body accepted, in bytes.")
     hosts: dict[str, HostOverride] = Field(default_factory=dict, description="Per-host overrides.")
 
     @field_validator("recrawl_after", mode="before", json_schema_input_type=str | None)
@@ -481,25 +482,27 @@ class OutputConfig(_Model):
 class OllamaConfig(_Model):
     """How the local LLM server is reached."""
 
-    host: str | None = Field(None, description="Server URL; null = $OLLAMA_HOST or http://localhost:11434.")
-    timeout: PosFloat = Field(120.0, description="Seconds to wait for one answer.")
+    host: str | None = Field(None, description=f"Server URL; null = $OLLAMA_HOST or {llm.DEFAULT_HOST}.")
+    timeout: PosFloat = Field(llm.DEFAULT_TIMEOUT_S, description="Seconds to wait for one answer.")
     # The per-read timeout above never fires on a model that keeps sending a token a second.
     reply_timeout: PosFloat = Field(
-        300.0, description="Seconds one whole reply may take, from request to last token; then the attempt fails."
+        llm.DEFAULT_REPLY_TIMEOUT_S,
+        description="Seconds one whole reply may take, from request to last token; then the attempt fails."
     )
     max_reply_bytes: PosInt = Field(
-        65536, description="Longest reply in bytes; a longer one is cut off and the attempt fails."
+        llm.DEFAULT_MAX_REPLY_BYTES, description="Longest reply in bytes; a longer one is cut off and the attempt fails."
     )
     options: dict[str, Any] = Field(
-        default_factory=lambda: dict(DEFAULT_OLLAMA_OPTIONS),
-        description="Ollama model options, merged over {temperature: 0, num_ctx: 8192}; "
-        "num_predict is 1024 unless set here.",
+        default_factory=llm.default_options,
+        description="Ollama model options, merged over {"
+        + ", ".join(f"{key}: {value}" for key, value in llm.DEFAULT_OPTIONS.items()) + "}; "
+        f"num_predict is {llm.DEFAULT_NUM_PREDICT} unless set here.",
     )
     keep_alive: str | int | float | None = Field(
-        "10m", description="How long Ollama keeps the model loaded: Go duration or seconds."
+        llm.DEFAULT_KEEP_ALIVE, description="How long Ollama keeps the model loaded: Go duration or seconds."
     )
     parallel: PosInt = Field(1, description="Concurrent requests to Ollama.")
-    max_attempts: PosInt = Field(4, description="Tries per request before giving up.")
+    max_attempts: PosInt = Field(llm.DEFAULT_MAX_ATTEMPTS, description="Tries per request before giving up.")
 
     @field_validator("host", mode="before")
     @classmethod
@@ -531,7 +534,7 @@ class OllamaConfig(_Model):
                 _fail(f"expected a number, string, boolean or list, got {_got(option)}", at=(key,))
         # Merged, not replaced: setting only temperature must not drop num_ctx back to Ollama's
         # small default and silently cut the evidence.
-        return {**DEFAULT_OLLAMA_OPTIONS, **value}
+        return {**llm.DEFAULT_OPTIONS, **value}
 
     @field_validator("keep_alive", mode="before")
     @classmethod
@@ -545,16 +548,12 @@ class OllamaConfig(_Model):
 
     @property
     def resolved_host(self) -> str:
-        """The server URL to use: ``host``, else ``$OLLAMA_HOST``, else http://localhost:11434."""
-        host = self.host or os.environ.get("OLLAMA_HOST", "").strip() or DEFAULT_OLLAMA_HOST
+        """The server URL to use: ``host``, else ``$OLLAMA_HOST``, else Ollama's local default."""
+        host = self.host or llm.default_host()
         # OLLAMA_HOST is often written as the server's bind address ("0.0.0.0:11434", "myhost"):
-        # without a scheme, Ollama's own defaults apply (http, port 11434). With a scheme, the
-        # URL is taken as written (https://host means port 443, as in a browser).
-        if "://" not in host:
-            parts = urlsplit(f"http://{host}")
-            netloc = parts.netloc if parts.port is not None else f"{parts.netloc}:11434"
-            host = f"http://{netloc}{parts.path}"
-        return host.rstrip("/")
+        # without a scheme, Ollama's own rules apply (jobs/llm.py). With a scheme, the URL is shown
+        # as written (https://host means port 443, as in a browser).
+        return llm.normalize_host(host) if "://" not in host else host.rstrip("/")
 
 
 def _is_plain(value: Any) -> bool:
@@ -577,8 +576,8 @@ class JobConfig(_Model):
         description="Questions to answer (at least one).",
         json_schema_extra={"minItems": 1},  # the custom input type below would drop it otherwise
     )
-    model: NonEmptyStr = Field("llama3.2:3b", description="Ollama model that answers.")
-    embedding_model: NonEmptyStr = Field("nomic-embed-text", description="Ollama embedding model.")
+    model: NonEmptyStr = Field(llm.DEFAULT_MODEL, description="Ollama model that answers.")
+    embedding_model: NonEmptyStr = Field(llm.DEFAULT_EMBEDDING_MODEL, description="Ollama embedding model.")
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     answerer: Literal["llm", "extractive"] = Field("llm", description="Who writes the answers.")
     fallback_extractive: StrictBool = Field(

@@ -36,15 +36,28 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from jobs.errors import ConfigError, LLMError, LLMUnavailableError, ModelNotFoundError
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_NUM_PREDICT", "ChatResult", "LLMReplyError", "OllamaClient", "OllamaSettings",
-           "normalize_host"]
+__all__ = ["DEFAULT_EMBEDDING_MODEL", "DEFAULT_HOST", "DEFAULT_KEEP_ALIVE", "DEFAULT_MAX_ATTEMPTS",
+           "DEFAULT_MAX_REPLY_BYTES", "DEFAULT_MODEL", "DEFAULT_NUM_PREDICT", "DEFAULT_OPTIONS", "DEFAULT_PORT",
+           "DEFAULT_REPLY_TIMEOUT_S", "DEFAULT_TIMEOUT_S", "ChatResult", "LLMReplyError", "OllamaClient",
+           "OllamaSettings", "default_host", "default_options", "normalize_host"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DEFAULT_HOST = "http://localhost:11434"
-_DEFAULT_PORT = 11434
+# Ollama's defaults, written here only: the job models (jobs/config.py) and the CLI take theirs from these.
+DEFAULT_PORT = 11434  # `ollama serve`'s
+DEFAULT_HOST = f"http://localhost:{DEFAULT_PORT}"
+DEFAULT_MODEL = "llama3.2:3b"
+DEFAULT_EMBEDDING_MODEL = "nomic-embed-text"
+DEFAULT_TIMEOUT_S = 120.0  # per HTTP read/write/pool wait; a stream may take longer in total
+DEFAULT_REPLY_TIMEOUT_S = 300.0  # the whole streamed reply of one request: a trickling model cannot hold a run
+DEFAULT_MAX_REPLY_BYTES = 64 * 1024  # UTF-8 bytes of reply content; an answer is a few hundred
+DEFAULT_KEEP_ALIVE = "10m"  # keep the model loaded between questions of one run
+DEFAULT_MAX_ATTEMPTS = 4
+# temperature 0: the same question on the same pages should give the same answer run to run.
+# num_ctx 8192: Ollama's default window is small and silently truncates retrieved context.
+DEFAULT_OPTIONS: dict[str, Any] = {"temperature": 0, "num_ctx": 8192}
 # Sent unless the options set num_predict: a looping small model stops after this many tokens,
 # far above what an answer with two short quotes needs.
 DEFAULT_NUM_PREDICT = 1024
@@ -60,7 +73,7 @@ def normalize_host(host: str) -> str:
     text = host.strip()
     scheme, sep, rest = text.partition("://")
     if not sep:
-        scheme, rest, port = "http", text, _DEFAULT_PORT
+        scheme, rest, port = "http", text, DEFAULT_PORT
     elif scheme in ("http", "https"):
         port = 80 if scheme == "http" else 443
     else:
@@ -77,30 +90,30 @@ def normalize_host(host: str) -> str:
     return f"{scheme}://{hostname}:{port}" + (f"/{path}" if path else "")
 
 
-def _default_host() -> str:
-    return os.environ.get("OLLAMA_HOST") or DEFAULT_HOST
+def default_host() -> str:
+    """``$OLLAMA_HOST`` (read when asked, not at import), else the local server."""
+    return os.environ.get("OLLAMA_HOST", "").strip() or DEFAULT_HOST
 
 
-def _default_options() -> dict[str, Any]:
-    # temperature 0: the same question on the same pages should give the same answer run to run.
-    # num_ctx 8192: Ollama's default window is small and silently truncates retrieved context.
-    return {"temperature": 0, "num_ctx": 8192}
+def default_options() -> dict[str, Any]:
+    """A fresh copy of ``DEFAULT_OPTIONS``, for callers that merge into it."""
+    return dict(DEFAULT_OPTIONS)
 
 
 @dataclass(frozen=True)
 class OllamaSettings:
     """How to reach Ollama and how hard to try. ``host`` is normalised to a full base URL."""
 
-    host: str = field(default_factory=_default_host)
-    model: str = "llama3.2:3b"
-    embedding_model: str = "nomic-embed-text"
-    timeout_s: float = 120.0  # per HTTP read/write/pool wait; a stream may take longer in total
+    host: str = field(default_factory=default_host)
+    model: str = DEFAULT_MODEL
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
+    timeout_s: float = DEFAULT_TIMEOUT_S
     connect_timeout_s: float = 5.0
-    reply_timeout_s: float = 300.0  # the whole streamed reply of one request, from sending it
-    max_reply_bytes: int = 64 * 1024  # UTF-8 bytes of reply content; an answer is a few hundred
-    options: dict[str, Any] = field(default_factory=_default_options, hash=False)  # keeps settings hashable
-    keep_alive: str | None = "10m"  # keep the model loaded between questions of one run
-    max_attempts: int = 4
+    reply_timeout_s: float = DEFAULT_REPLY_TIMEOUT_S
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
+    options: dict[str, Any] = field(default_factory=default_options, hash=False)  # keeps settings hashable
+    keep_alive: str | None = DEFAULT_KEEP_ALIVE
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
     backoff_s: float = 1.0
     backoff_max_s: float = 30.0
     embed_batch: int = 64

@@ -39,6 +39,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from pipelines import defaults
 from pipelines.clean import Block, xml_blocks
 
 HEADING_SEPARATOR = " › "
@@ -442,7 +443,8 @@ def _normalise(block: Block) -> Block:
 
 
 def split_by_headings(
-    xml: str, url: str, *, max_tokens: int = 350, overlap_tokens: int = 40, min_tokens: int = 40
+    xml: str, url: str, *, max_tokens: int = defaults.CHUNK_TOKENS, overlap_tokens: int = defaults.CHUNK_OVERLAP,
+    min_tokens: int = 40
 ) -> list[Chunk]:
     """Chunks of a cleaned page (see the module docstring for the rules)."""
     if max_tokens < 1:

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from types import FrameType
 
+from pipelines import defaults
 from pipelines.chunk import Chunk, split_by_headings
 from pipelines.clean import CleanResult, clean_html
 
@@ -49,8 +50,8 @@ def process_page(
     url: str,
     *,
     max_seconds: float = 10.0,
-    max_tokens: int = 350,
-    overlap_tokens: int = 40,
+    max_tokens: int = defaults.CHUNK_TOKENS,
+    overlap_tokens: int = defaults.CHUNK_OVERLAP,
 ) -> PageResult:
     """Clean ``html`` and split it into chunks.
 

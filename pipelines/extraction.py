@@ -18,8 +18,9 @@ from typing import Any
 
 from scrapy.crawler import Crawler
 
-from pipelines.items import ExtractedPage, FetchedPage, FetchOutcome
+from pipelines import defaults
 from pipelines.extract import PageResult, process_page
+from pipelines.items import ExtractedPage, FetchedPage, FetchOutcome
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +65,9 @@ class ExtractionPipeline:
         return cls(
             crawler,
             workers=workers,
-            max_seconds=settings.getfloat("WEBQA_EXTRACT_TIMEOUT", 10.0),
-            max_tokens=settings.getint("WEBQA_CHUNK_TOKENS", 350),
-            overlap_tokens=settings.getint("WEBQA_CHUNK_OVERLAP", 40),
+            max_seconds=settings.getfloat("WEBQA_EXTRACT_TIMEOUT", defaults.EXTRACT_TIMEOUT),
+            max_tokens=settings.getint("WEBQA_CHUNK_TOKENS", defaults.CHUNK_TOKENS),
+            overlap_tokens=settings.getint("WEBQA_CHUNK_OVERLAP", defaults.CHUNK_OVERLAP),
         )
 
     def open_spider(self) -> None:

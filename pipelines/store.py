@@ -22,12 +22,12 @@ from typing import Any
 import duckdb
 
 from pipelines.errors import DatabaseLockedError, StoreError
-from pipelines import schema
+from pipelines import defaults, schema
 from pipelines.chunk import Chunk
 
 log = logging.getLogger(__name__)
 
-DEFAULT_DB = "webqa.duckdb"
+DEFAULT_DB = defaults.DB
 
 
 def utcnow() -> datetime:

@@ -43,6 +43,8 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
+from pipelines import defaults
+
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
@@ -54,7 +56,7 @@ MAX_ROBOTS_BYTES = 500 * 1024
 MAX_ROBOTS_REDIRECTS = 5
 #: RFC 9309 §2.4: a cached robots.txt should not be used for more than 24 hours.
 DEFAULT_CACHE_TTL = 24 * 3600.0
-DEFAULT_MAX_CRAWL_DELAY = 30.0
+DEFAULT_MAX_CRAWL_DELAY = defaults.MAX_CRAWL_DELAY
 CACHE_VERSION = 1
 
 Verdict = Literal["rules", "allow_all", "unreachable"]

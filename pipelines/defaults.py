@@ -1,0 +1,35 @@
+"""The crawl's defaults, each written once: Scrapy's settings, the job models, ``CrawlOptions`` and the
+command line all take theirs from here, so that they cannot drift apart.
+
+In the bottom layer and importing nothing, because all three layers need them (the chunker in
+pipelines/, the Scrapy settings in crawler/, the job file and argparse in jobs/), and a job file is
+checked without paying for Scrapy's or trafilatura's import.
+"""
+
+from __future__ import annotations
+
+# The database when neither --db, $WEBQA_DB nor WEBQA_DB (for `scrapy crawl`) says otherwise.
+DB = "webqa.duckdb"
+
+# Seconds between two requests to one host: a fixed second is predictable load on servers we do not own.
+DELAY = 1.0
+# Seconds before a response is abandoned; Scrapy's 180 s per dead server is too long for a cron job.
+TIMEOUT = 30.0
+# Largest response body, after decompression: documentation pages are far below it; above is a dump or a bomb.
+MAX_BYTES = 10 * 1024 * 1024
+# A host whose robots.txt asks for a longer Crawl-delay (seconds) is skipped, not crawled for hours.
+MAX_CRAWL_DELAY = 30.0
+
+# Chunk size and the overlap between consecutive pieces of one section, in estimated tokens.
+CHUNK_TOKENS = 350
+CHUNK_OVERLAP = 40
+# Seconds one page may spend in trafilatura and the chunker before it is recorded as failed.
+EXTRACT_TIMEOUT = 10.0
+
+# Where the User-Agent points when the job names no contact URL.
+PROJECT_URL = "https://pypi.org/project/webqa/"
+
+
+def user_agent(contact: str = PROJECT_URL) -> str:
+    """Identify ourselves honestly, with a URL a site owner can follow (the job's contact, else the project)."""
+    return f"webqa/0.1 (batch question answering; +{contact})"
