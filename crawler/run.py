@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from crawler.urllist import ListedUrl, NotARegularFileError, UrlProblem, collect_urls, read_url_file
+from crawler.urllist import ListedUrl, UrlProblem, collect_urls, load_url_file
 from pipelines import defaults
 from pipelines.errors import ConfigError, Interrupted, NothingToDoError
 from pipelines.store import Store, utcnow
@@ -105,19 +105,7 @@ def gather_urls(options: CrawlOptions) -> tuple[list[ListedUrl], list[UrlProblem
     entries: list[tuple[str, str]] = list(options.url_entries)
     entries += [(f"argument {i}", raw) for i, raw in enumerate(options.urls, start=1)]
     for path in options.urls_files:
-        try:
-            entries += read_url_file(path)
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such URL file; check the path") from None
-        except NotARegularFileError as exc:
-            # A FIFO would block and /dev/zero never ends: refused before any read.
-            raise ConfigError(f"{path}: is {exc.kind}, expected a file with one URL per line") from None
-        except IsADirectoryError:
-            raise ConfigError(f"{path}: is a folder, expected a file with one URL per line") from None
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        entries += load_url_file(path)
     return collect_urls(entries)
 
 

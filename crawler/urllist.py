@@ -1,6 +1,8 @@
 """Reading URL lists: text files, YAML lists and command-line arguments, with file:line for every problem.
 
-Pure functions, so the rules (what is a valid URL, what counts as a duplicate) are tested without a crawl.
+The one reader of URL files: `webqa crawl -i`, a job's ``urls_file`` and ``scrapy crawl -a urls_file``
+all go through ``read_url_file``, so a file means the same to each. Pure functions, so the rules (what
+is a valid URL, what counts as a duplicate) are tested without a crawl.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import yaml
+
+from pipelines.errors import ConfigError
 
 ALLOWED_SCHEMES = ("http", "https")
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -205,6 +209,44 @@ def read_url_file(path: str | Path) -> list[tuple[str, str]]:
         if stripped:
             entries.append((f"{path}:{number}", stripped))
     return entries
+
+
+def load_url_file(path: str | Path, *, mentioned_in: str | None = None) -> list[tuple[str, str]]:
+    """``read_url_file`` for a crawl or a job: its entries, or one ``ConfigError`` line.
+
+    A bad line is not an error here: ``collect_urls`` reports it as ``file:line: …`` and the crawl skips
+    it, since one bad entry must not stop the others. A file with no valid URL at all is an error,
+    because nothing in it can be crawled. ``mentioned_in`` says which setting named the file.
+    """
+    where = f" ({mentioned_in})" if mentioned_in else ""
+    try:
+        entries = read_url_file(path)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file{where}; check the path") from None
+    except NotARegularFileError as exc:
+        # A FIFO would block and /dev/zero never ends: refused before any read.
+        raise ConfigError(f"{path}: is {exc.kind}{where}, expected a file with one URL per line") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder{where}, expected a file with one URL per line") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read{where}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    problem = _no_valid_url(path, entries, where)
+    if problem is not None:
+        raise ConfigError(problem)
+    return entries
+
+
+def _no_valid_url(path: str | Path, entries: list[tuple[str, str]], where: str = "") -> str | None:
+    """Why a file's entries hold nothing to crawl (led by its first bad line), or None when one URL is valid."""
+    urls, problems = collect_urls(entries)
+    if urls:
+        return None
+    if not problems:
+        return f"{path}: lists no URLs{where}; add one http(s) URL per line"
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{problems[0]}{more}; the file lists no valid URL{where}"
 
 
 def _yaml_entries(path: Path, text: str) -> list[tuple[str, str]]:

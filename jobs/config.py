@@ -1,15 +1,15 @@
-"""Job file (YAML) → typed, validated configuration.
+"""Job file (YAML) → typed, validated configuration: the models and the entry points.
 
-webqa runs from cron, so the error line this module produces is often the only thing a user sees
-in a mail. Every problem with a job file therefore becomes ONE ``ConfigError`` line naming the file,
-the line (and column for YAML syntax errors), the key path, what was expected and what to do.
+webqa runs from cron, so the error line a job file produces is often the only thing a user sees in a
+mail. Every problem with a job file therefore becomes ONE ``ConfigError`` line naming the file, the
+line (and column for YAML syntax errors), the key path, what was expected and what to do.
 
-How line numbers are kept: the YAML text is *composed* (not constructed) into a node tree with a
-safe loader, and this module turns that tree into plain Python values itself, recording the start
-line of every mapping key and sequence item under its key path (``("crawl", "delay")``,
-``("questions", 2)``). Pydantic validation errors carry a ``loc`` that is walked against the same
-data to find the path, and thereby the line. Building the values ourselves is also where YAML alias
-bombs are stopped: every node reached again through an alias counts against a small budget.
+The work is split by concern, each module with one reason to change:
+
+* this module: the pydantic models (what a job may say) and :func:`load_job`;
+* ``jobs/config_files.py``: reading the file (bounded, never blocking, UTF-8);
+* ``jobs/config_yaml.py``: YAML → plain values plus the line of every key, with the alias-bomb guard;
+* ``jobs/config_messages.py``: the one-line messages, pydantic's errors translated back to their line.
 
 Public API: :func:`load_job` (the CLI's entry point), :func:`parse_job`, :func:`job_json_schema`,
 :func:`parse_duration`, :func:`read_urls_file` and the models, :class:`JobConfig` first.
@@ -17,19 +17,14 @@ Public API: :func:`load_job` (the CLI's entry point), :func:`parse_job`, :func:`
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 import re
-import types
-from collections.abc import Iterable
-from datetime import date, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal, NoReturn, Union, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, Union
 from urllib.parse import urlsplit
 
-import annotated_types
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -43,11 +38,12 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic.fields import FieldInfo
-from pydantic_core import PydanticCustomError
 
-from crawler.urllist import MAX_URL_FILE_BYTES, NotARegularFileError, excerpt, read_bounded
+from crawler.urllist import MAX_URL_FILE_BYTES, collect_urls, load_url_file
 from jobs import llm
+from jobs.config_files import MAX_JOB_BYTES, TOO_LARGE, decode_job, read_job_bytes
+from jobs.config_messages import DURATION_EXAMPLES, JobFileError, did_you_mean, fail, got, job_error, validation_error
+from jobs.config_yaml import MAX_ALIAS_NODES, compose
 from jobs.errors import ConfigError
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for
 from pipelines import defaults
@@ -73,15 +69,8 @@ __all__ = [
     "read_urls_file",
 ]
 
-# ---------------------------------------------------------------------------------------------
-# Limits. A job file holds settings, not data: anything near these sizes is a mistake or an attack.
-
-MAX_JOB_BYTES = 1024 * 1024  # 1 MiB; long URL lists belong in urls_file
+# Limits (MAX_JOB_BYTES, MAX_ALIAS_NODES) are the file reader's and the YAML reader's, re-exported above.
 MAX_URLS_FILE_BYTES = MAX_URL_FILE_BYTES  # 16 MiB ≈ 200 000 URLs; the same limit as `webqa crawl -i`
-# Nodes that may be reached *again* through YAML aliases (*name). Sharing a list of URLs between
-# a few questions costs hundreds; a "billion laughs" bomb needs billions and is cut off here.
-MAX_ALIAS_NODES = 10_000
-MAX_NESTING = 64  # deeper than any job needs; also keeps our recursive walk far from Python's limit
 
 # Ollama's defaults are jobs/llm.py's; the names stay here for callers of this module.
 DEFAULT_OLLAMA_HOST = llm.DEFAULT_HOST
@@ -96,40 +85,16 @@ _KNOWN_OLLAMA_OPTIONS = (
 ).split()
 
 _NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
-_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Go duration syntax, which is what Ollama parses keep_alive strings with.
 _GO_DURATION_RE = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|ms|s|m|h)(?:(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|ms|s|m|h))*|0")
 _DURATION_RE = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
-_DURATION_EXAMPLES = "'24h', '30m', '7d', '90s' or '1h30m'"
 # "host[:port]" then a path or nothing: text worth suggesting "https://" for (not "root:*:20228:…").
 _HOST_FIRST_RE = re.compile(r"[A-Za-z0-9.-]+(?::\d+)?(?:[/?#]|$)")
 _HOSTNAME_RE = re.compile(r"(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?")
 
 
 # ---------------------------------------------------------------------------------------------
-# Errors
-
-
-class JobFileError(ConfigError):
-    """A ConfigError that also keeps where it happened, for callers that want more than the line.
-
-    ``str(err)`` is the complete one-line message; the attributes repeat its parts.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        file: str | None = None,
-        line: int | None = None,
-        column: int | None = None,
-        key: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.file = file
-        self.line = line
-        self.column = column
-        self.key = key
+# Errors (JobFileError and the message helpers are jobs/config_messages.py's)
 
 
 class InvalidDurationError(ConfigError, ValueError):
@@ -138,68 +103,6 @@ class InvalidDurationError(ConfigError, ValueError):
     A ConfigError so the CLI can print it as is (e.g. for a command-line duration), and a
     ValueError so that it also behaves like any other parse failure.
     """
-
-
-def _job_error(
-    source: str,
-    message: str,
-    *,
-    line: int | None = None,
-    column: int | None = None,
-    key: str | None = None,
-) -> JobFileError:
-    """Build the one line: ``source[:line[:column]]: [key: ]message``."""
-    where = source
-    if line is not None:
-        where += f":{line}"
-        if column is not None:
-            where += f":{column}"
-    text = f"{where}: {key}: {message}" if key else f"{where}: {message}"
-    return JobFileError(text, file=source, line=line, column=column, key=key)
-
-
-def _fail(message: str, *, at: tuple[str | int, ...] = (), also: tuple[str | int, ...] | None = None) -> NoReturn:
-    """Raise a validation error whose text is ours, not pydantic's.
-
-    ``at`` extends the error's location below the validated field (a dict key, a list index), so
-    that the reported line is the offending entry rather than its parent; ``also`` names a second
-    location whose line is mentioned too (duplicates). Both are relative to the field's location.
-    """
-    raise PydanticCustomError("webqa", "{message}", {"message": message, "at": at, "also": also})
-
-
-def _got(value: Any) -> str:
-    """Show a value the way it was (probably) written in YAML."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        return "a mapping" if value else "an empty mapping"
-    if isinstance(value, list):
-        return "a list" if value else "an empty list"
-    if isinstance(value, str):
-        # Errors go to cron mail and logs: a short printable prefix, never a password hash or a token
-        # (a job file or urls_file pointed at /etc/shadow must not be echoed).
-        return excerpt(value)
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return "binary data"
-    return str(value)
-
-
-def _did_you_mean(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str | None:
-    """The closest choice, compared without case ("LLM" → "llm"), or None."""
-    by_lower = {choice.lower(): choice for choice in choices}
-    match = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=cutoff)
-    return by_lower[match[0]] if match else None
-
-
-def _short_tag(tag: str) -> str:
-    """``tag:yaml.org,2002:python/object`` → ``!!python/object``, as the user wrote it."""
-    prefix = "tag:yaml.org,2002:"
-    return "!!" + tag[len(prefix):] if tag.startswith(prefix) else tag
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,16 +117,16 @@ def parse_duration(text: str) -> timedelta:
     """
     if not isinstance(text, str):
         hint = f"; add a unit, e.g. '{text}s'" if isinstance(text, int) and not isinstance(text, bool) else ""
-        raise InvalidDurationError(f"expected a duration like {_DURATION_EXAMPLES}, got {_got(text)}{hint}")
+        raise InvalidDurationError(f"expected a duration like {DURATION_EXAMPLES}, got {got(text)}{hint}")
     compact = re.sub(r"\s+", "", text).lower()
     match = _DURATION_RE.fullmatch(compact)
     if not compact or match is None:
-        raise InvalidDurationError(f"expected a duration like {_DURATION_EXAMPLES}, got {_got(text)}")
+        raise InvalidDurationError(f"expected a duration like {DURATION_EXAMPLES}, got {got(text)}")
     weeks, days, hours, minutes, seconds = (int(part) if part else 0 for part in match.groups())
     try:
         return timedelta(weeks=weeks, days=days, hours=hours, minutes=minutes, seconds=seconds)
     except OverflowError:
-        raise InvalidDurationError(f"duration {_got(text)} is too long") from None
+        raise InvalidDurationError(f"duration {got(text)} is too long") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,25 +143,25 @@ def _check_http_url(value: str) -> str:
     """Accept only absolute http(s) URLs with a host: anything else cannot be crawled."""
     url = value.strip()
     if not url:
-        _fail("expected an http(s) URL, got an empty string")
+        fail("expected an http(s) URL, got an empty string")
     if any(ch.isspace() for ch in url):
-        _fail(f"expected an http(s) URL, got {_got(url)}; a URL cannot contain spaces (write them as %20)")
+        fail(f"expected an http(s) URL, got {got(url)}; a URL cannot contain spaces (write them as %20)")
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
         if "://" not in url and _HOST_FIRST_RE.match(url.lstrip("/")):
             # "example.org/docs" or "localhost:8000/x" (which urlsplit reads as scheme "localhost").
-            _fail(f"expected an http(s) URL, got {_got(url)}; did you mean {_got('https://' + url.lstrip('/'))}?")
-        _fail(f"expected an http(s) URL, got {_got(url)}; only http:// and https:// URLs can be crawled")
+            fail(f"expected an http(s) URL, got {got(url)}; did you mean {got('https://' + url.lstrip('/'))}?")
+        fail(f"expected an http(s) URL, got {got(url)}; only http:// and https:// URLs can be crawled")
     if not parts.hostname:
-        _fail(f"expected an http(s) URL with a host, got {_got(url)}; write it as '{scheme}://host/path'")
+        fail(f"expected an http(s) URL with a host, got {got(url)}; write it as '{scheme}://host/path'")
     try:
         parts.port  # noqa: B018 - urlsplit only checks the port when asked
     except ValueError:
-        _fail(f"expected an http(s) URL, got {_got(url)}; the port is not a number from 0 to 65535")
+        fail(f"expected an http(s) URL, got {got(url)}; the port is not a number from 0 to 65535")
     if parts.username is not None or parts.password is not None:
         # Same rule as crawler/urllist.py: they would be sent along to every redirect target.
-        _fail(f"expected an http(s) URL without credentials, got {_got(url)}; remove 'user:password@'")
+        fail(f"expected an http(s) URL without credentials, got {got(url)}; remove 'user:password@'")
     return url
 
 
@@ -266,13 +169,13 @@ def _check_regex(value: str) -> str:
     try:
         re.compile(value)
     except re.error as exc:
-        _fail(f"not a valid regular expression: {exc}; escape special characters like . ? ( with a backslash")
+        fail(f"not a valid regular expression: {exc}; escape special characters like . ? ( with a backslash")
     return value
 
 
 def _check_non_empty(value: str) -> str:
     if not value.strip():
-        _fail(f"expected a non-empty string, got {_got(value)}")
+        fail(f"expected a non-empty string, got {got(value)}")
     return value.strip()
 
 
@@ -281,8 +184,8 @@ def _check_name(value: str) -> str:
     # the refusal of "." and "..", which would point output at the parent folder.
     if not _NAME_RE.fullmatch(value) or set(value) == {"."}:
         suggestion = re.sub(r"[^A-Za-z0-9._-]+", "-", value).strip("-.") or "my-job"
-        _fail(
-            f"expected letters, digits, '.', '_' or '-' only, got {_got(value)}; "
+        fail(
+            f"expected letters, digits, '.', '_' or '-' only, got {got(value)}; "
             f"try {suggestion!r}"
         )
     return value
@@ -365,7 +268,7 @@ class CrawlConfig(_Model):
         try:
             return parse_duration(value)
         except InvalidDurationError as exc:
-            _fail(str(exc))
+            fail(str(exc))
 
     @field_validator("hosts", mode="before")
     @classmethod
@@ -376,16 +279,16 @@ class CrawlConfig(_Model):
         result: dict[Any, Any] = {}
         for key, override in value.items():
             if not isinstance(key, str):
-                _fail(f"expected a host name as key, got {_got(key)}", at=(key,))
+                fail(f"expected a host name as key, got {got(key)}", at=(key,))
             host = key.strip().lower()
             if not _HOSTNAME_RE.fullmatch(host):
                 hint = ""
                 guessed = urlsplit(host if "://" in host else f"//{host}").hostname
                 if guessed and guessed != host:
                     hint = f"; use just the host name, e.g. {guessed!r}"
-                _fail(f"expected a host name like 'docs.example.org', got {_got(key)}{hint}", at=(key,))
+                fail(f"expected a host name like 'docs.example.org', got {got(key)}{hint}", at=(key,))
             if host in result:
-                _fail(f"host {host!r} is listed twice (host names ignore case)", at=(key,))
+                fail(f"host {host!r} is listed twice (host names ignore case)", at=(key,))
             result[host] = override
         return result
 
@@ -399,6 +302,8 @@ class Question(_Model):
             required=[key for key in schema.get("required", []) if key != "id"]
         ),
     )
+    # What a wrong value should have been, in an error message (jobs/config_messages.py).
+    described_as: ClassVar[str] = "a question: a string, or a mapping with a 'question:' key"
 
     id: Name = Field(description="Stable id; default 'q<position>' (q1, q2, …).")
     question: NonEmptyStr = Field(description="The text asked.")
@@ -419,7 +324,7 @@ class Question(_Model):
     def _urls_not_empty(cls, value: list[str] | None) -> list[str] | None:
         # An empty list would restrict the search to no page at all: certainly not meant.
         if value is not None and not value:
-            _fail("expected a non-empty list of URLs; remove 'urls:' to search all pages")
+            fail("expected a non-empty list of URLs; remove 'urls:' to search all pages")
         return value
 
 
@@ -467,10 +372,10 @@ class OutputConfig(_Model):
         if isinstance(value, Path):
             return value
         if not isinstance(value, str) or not value.strip():
-            _fail(f"expected a folder path like 'out/{{name}}', got {_got(value)}")
+            fail(f"expected a folder path like 'out/{{name}}', got {got(value)}")
         unknown = [p for p in re.findall(r"\{[^{}]*\}", value) if p != "{name}"]
         if unknown:
-            _fail(f"unknown placeholder {unknown[0]} in {_got(value)}; only {{name}} is replaced")
+            fail(f"unknown placeholder {unknown[0]} in {got(value)}; only {{name}} is replaced")
         return Path(value.strip())
 
     @field_validator("formats")
@@ -510,11 +415,11 @@ class OllamaConfig(_Model):
         if value is None:
             return None
         if not isinstance(value, str):
-            _fail(f"expected a URL like 'http://localhost:11434', got {_got(value)}")
+            fail(f"expected a URL like 'http://localhost:11434', got {got(value)}")
         url = value.strip().rstrip("/")
         parts = urlsplit(url)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-            _fail(f"expected a URL like 'http://localhost:11434', got {_got(value)}")
+            fail(f"expected a URL like 'http://localhost:11434', got {got(value)}")
         return url
 
     @field_validator("options", mode="before")
@@ -524,14 +429,14 @@ class OllamaConfig(_Model):
             return value
         for key, option in value.items():
             if not isinstance(key, str):
-                _fail(f"expected an option name, got {_got(key)}", at=(key,))
+                fail(f"expected an option name, got {got(key)}", at=(key,))
             if key not in _KNOWN_OLLAMA_OPTIONS:
                 # Strict cutoff: only near-identical spellings are typos; others may be new options.
-                close = _did_you_mean(key, _KNOWN_OLLAMA_OPTIONS, cutoff=0.8)
+                close = did_you_mean(key, _KNOWN_OLLAMA_OPTIONS, cutoff=0.8)
                 if close:
-                    _fail(f"unknown Ollama option; did you mean {close!r}?", at=(key,))
+                    fail(f"unknown Ollama option; did you mean {close!r}?", at=(key,))
             if not _is_plain(option):
-                _fail(f"expected a number, string, boolean or list, got {_got(option)}", at=(key,))
+                fail(f"expected a number, string, boolean or list, got {got(option)}", at=(key,))
         # Merged, not replaced: setting only temperature must not drop num_ctx back to Ollama's
         # small default and silently cut the evidence.
         return {**llm.DEFAULT_OPTIONS, **value}
@@ -544,7 +449,7 @@ class OllamaConfig(_Model):
             return value
         if isinstance(value, str) and _GO_DURATION_RE.fullmatch(value.strip()):
             return value.strip()
-        _fail(f"expected a duration like '10m', '1h' or a number of seconds (-1 = forever), got {_got(value)}")
+        fail(f"expected a duration like '10m', '1h' or a number of seconds (-1 = forever), got {got(value)}")
 
     @property
     def resolved_host(self) -> str:
@@ -604,7 +509,7 @@ class JobConfig(_Model):
         if value is None or isinstance(value, Path):
             return value
         if not isinstance(value, str) or not value.strip():
-            _fail(f"expected a file path like 'urls.txt', got {_got(value)}")
+            fail(f"expected a file path like 'urls.txt', got {got(value)}")
         return _resolve(Path(value.strip()), info)
 
     @field_validator("questions", mode="before", json_schema_input_type=list[Union[str, Question]])
@@ -629,7 +534,7 @@ class JobConfig(_Model):
         first_index: dict[str, int] = {}
         for index, question in enumerate(value):
             if question.id in first_index:
-                _fail(
+                fail(
                     f"duplicate question id {question.id!r}; give each question its own id "
                     "(ids default to q1, q2, … by position)",
                     at=(index, "id"),
@@ -650,11 +555,11 @@ class JobConfig(_Model):
         # it may only write below its own folder; anywhere else is the command line's call (--out).
         elsewhere = "; to write elsewhere, remove output.dir and run with --out DIR"
         if written.startswith("~") or folder.is_absolute():
-            _fail(f"expected a folder relative to the job file's folder, got {_got(written)}{elsewhere}", at=("dir",))
+            fail(f"expected a folder relative to the job file's folder, got {got(written)}{elsewhere}", at=("dir",))
         base = Path(os.path.normpath((info.context or {}).get("base_dir") or Path.cwd()))
         resolved = Path(os.path.normpath(base / folder))
         if resolved != base and base not in resolved.parents:
-            _fail(f"expected a folder inside the job file's folder, got {_got(written)}, which leaves it{elsewhere}",
+            fail(f"expected a folder inside the job file's folder, got {got(written)}, which leaves it{elsewhere}",
                   at=("dir",))
         return value.model_copy(update={"dir": resolved})
 
@@ -704,25 +609,27 @@ class JobConfig(_Model):
         return entries
 
     def require_urls(self) -> list[str]:
-        """All URLs to crawl: ``urls`` then the lines of ``urls_file``, without repeats.
+        """All URLs to crawl, normalised: ``urls`` then the valid lines of ``urls_file``, without repeats.
 
         The runner calls this unless ``--no-crawl``: a job that only answers from the existing
-        database needs no URLs. Raises ConfigError when there are none, or urls_file is unusable.
+        database needs no URLs. Raises ConfigError when there are none, or urls_file is unusable or
+        holds no valid URL; a bad line of it is skipped here and reported by the crawl (file:line).
         """
         if not self.urls and self.urls_file is None:
-            raise _job_error(
+            raise job_error(
                 self._source_name,
                 "no URLs to crawl; add a 'urls:' list or a 'urls_file:', or run with --no-crawl",
             )
-        urls = list(self.urls)
+        entries = self.url_entries()
         if self.urls_file is not None:
-            line = self.line_of("urls_file")
-            where = f"urls_file on line {line} of {self._source_name}" if line else f"urls_file of {self._source_name}"
-            urls += read_urls_file(self.urls_file, mentioned_in=where)
-        unique = list(dict.fromkeys(urls))
-        if not unique:
-            raise _job_error(str(self.urls_file), "the URL file lists no URLs; add one http(s) URL per line")
-        return unique
+            # The same reader as `webqa crawl -i` (crawler/urllist.py), so the file means the same to both.
+            entries += load_url_file(self.urls_file, mentioned_in=self._urls_file_origin())
+        listed, _problems = collect_urls(entries)
+        return [entry.url for entry in listed]
+
+    def _urls_file_origin(self) -> str:
+        line = self.line_of("urls_file")
+        return f"urls_file on line {line} of {self._source_name}" if line else f"urls_file of {self._source_name}"
 
 
 def _resolve(path: Path, info: ValidationInfo) -> Path:
@@ -735,541 +642,17 @@ def _resolve(path: Path, info: ValidationInfo) -> Path:
 
 
 def read_urls_file(path: str | Path, *, mentioned_in: str | None = None) -> list[str]:
-    """Read one URL per line; blank lines and ``#`` comments (whole-line or after a space) skipped.
+    """The valid URLs of a URL file, normalised and without repeats; bad lines are skipped.
 
-    Every bad line is reported as ``file:line: …``; ``mentioned_in`` is added to "no such file"
-    errors so the user knows which setting pointed there.
+    Raises ConfigError (one line) for a file that cannot be read or holds no valid URL;
+    ``mentioned_in`` names the setting that pointed there.
     """
-    path = Path(path)
-    display = str(path)
-    origin = f" ({mentioned_in})" if mentioned_in else ""
-    data = _read_limited(path, display, MAX_URLS_FILE_BYTES, origin=origin, what="URL file")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _job_error(display, f"not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
-    urls: list[str] = []
-    for number, raw_line in enumerate(text.splitlines(), start=1):
-        line = re.split(r"\s+#", raw_line.strip(), maxsplit=1)[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        try:
-            urls.append(_check_http_url(line))
-        except PydanticCustomError as exc:
-            raise _job_error(display, str(exc.context["message"] if exc.context else exc), line=number) from None
-    return urls
-
-
-# ---------------------------------------------------------------------------------------------
-# YAML → Python values + line numbers
-
-_MERGE_TAG = "tag:yaml.org,2002:merge"
-_PLAIN_COLLECTION_TAGS = {"tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"}
-
-
-class _AliasNode(yaml.Node):
-    """Where an alias (*name) was used, pointing at the anchored node.
-
-    PyYAML's composer returns the anchored node itself for an alias, losing the alias's own
-    position; keeping it lets errors inside expanded aliases name the line that used the alias.
-    """
-
-    id = "alias"
-
-    def __init__(self, target: yaml.Node, start_mark: yaml.Mark, end_mark: yaml.Mark) -> None:
-        super().__init__(target.tag, target.value, start_mark, end_mark)
-        self.target = target
-
-
-class _JobLoader(yaml.SafeLoader):
-    """Safe loader used only to scan, parse and compose; values are built by :class:`_Builder`.
-
-    The pure-Python loader (not CSafeLoader) on purpose: error texts and marks are the same on
-    every machine, and job files are small.
-    """
-
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            target = super().compose_node(parent, index)  # raises on an undefined alias
-            return _AliasNode(target, event.start_mark, event.end_mark)
-        return super().compose_node(parent, index)
-
-
-class _Builder:
-    """Turn a composed YAML node tree into plain values, remembering the line of every entry."""
-
-    def __init__(self, loader: _JobLoader, source: str) -> None:
-        self.loader = loader
-        self.source = source
-        self.lines: dict[tuple[str | int, ...], int] = {}
-        self._active: set[int] = set()  # nodes on the current path (cycle detection)
-        self._alias_depth = 0  # > 0 while building a node reached again (through an alias)
-        self._alias_budget = MAX_ALIAS_NODES
-        self._alias_entry: tuple[str | int, ...] = ()  # where the outermost alias was used
-
-    def _error(self, node: yaml.Node, message: str, path: tuple[str | int, ...] = ()) -> JobFileError:
-        line = self.lines.get(path) or node.start_mark.line + 1
-        return _job_error(self.source, message, line=line, key=_format_path(path) or None)
-
-    def build(self, node: yaml.Node, path: tuple[str | int, ...] = (), depth: int = 0) -> Any:
-        if depth > MAX_NESTING:
-            raise self._error(node, f"nested more than {MAX_NESTING} levels deep; a job file is much flatter", path)
-        if isinstance(node, _AliasNode):
-            # Everything reached through an alias is paid for from the budget, however often
-            # the same anchored node is reached: that repetition is what a bomb multiplies.
-            if not self._alias_depth:
-                self._alias_entry = path
-            self._alias_depth += 1
-            try:
-                return self.build(node.target, path, depth)
-            finally:
-                self._alias_depth -= 1
-        key = id(node)
-        if key in self._active:
-            raise self._error(node, "recursive YAML alias (a value contains itself); remove the alias", path)
-        if self._alias_depth:
-            self._alias_budget -= 1
-            if self._alias_budget < 0:
-                # Reported where the alias was used: the anchor's own line says nothing.
-                raise self._error(
-                    node,
-                    f"YAML aliases expand to more than {MAX_ALIAS_NODES} values; "
-                    "use anchors (&) and aliases (*) only for small repeated parts",
-                    self._alias_entry,
-                )
-        self._active.add(key)
-        try:
-            if isinstance(node, yaml.MappingNode):
-                return self._mapping(node, path, depth)
-            if isinstance(node, yaml.SequenceNode):
-                self._plain_tag(node, path)
-                items = []
-                for index, child in enumerate(node.value):
-                    self.lines[path + (index,)] = child.start_mark.line + 1
-                    items.append(self.build(child, path + (index,), depth + 1))
-                return items
-            return self._scalar(node, path)
-        finally:
-            self._active.discard(key)
-
-    def _plain_tag(self, node: yaml.Node, path: tuple[str | int, ...]) -> None:
-        if node.tag not in _PLAIN_COLLECTION_TAGS:
-            raise self._error(node, f"YAML tag {_short_tag(node.tag)} is not supported in job files; remove it", path)
-
-    def _scalar(self, node: yaml.ScalarNode, path: tuple[str | int, ...]) -> Any:
-        try:
-            # SafeConstructor only knows the standard YAML types; any other tag is an error here.
-            return self.loader.construct_object(node, deep=True)
-        except yaml.constructor.ConstructorError as exc:
-            problem = exc.problem or "cannot read value"
-            if "could not determine a constructor" in problem:
-                problem = f"YAML tag {_short_tag(node.tag)} is not supported in job files; remove it"
-            raise self._error(node, problem, path) from None
-        except (ValueError, TypeError, OverflowError):
-            # e.g. "!!float abc": the explicit tag promised a type the text is not.
-            raise self._error(node, f"cannot read {_got(node.value)} as {node.tag.rsplit(':', 1)[-1]}", path) from None
-
-    def _mapping(self, node: yaml.MappingNode, path: tuple[str | int, ...], depth: int) -> dict[str, Any]:
-        self._plain_tag(node, path)
-        result: dict[str, Any] = {}
-        explicit_lines: dict[str, int] = {}
-        merged: list[dict[str, Any]] = []
-        for key_node, value_node in node.value:
-            if key_node.tag == _MERGE_TAG:
-                # "<<: *defaults" — explicit keys win, then earlier merged mappings (YAML spec).
-                sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
-                for source in sources:
-                    value = self.build(source, path, depth + 1)
-                    if not isinstance(value, dict):
-                        raise self._error(key_node, "'<<' can only merge mappings", path)
-                    merged.append(value)
-                continue
-            if isinstance(key_node, _AliasNode):
-                key_node = key_node.target  # "*k: value": the key is the anchored text
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise self._error(key_node, "a key must be plain text, not a list or mapping", path)
-            key = self._scalar(key_node, path)
-            line = key_node.start_mark.line + 1
-            if not isinstance(key, str):
-                raise self._error(
-                    key_node,
-                    f"key {_got(key)} is read as a {type(key).__name__}, not text; put it in quotes",
-                    path,
-                )
-            if key in explicit_lines:
-                child_path = _format_path(path + (key,))
-                raise _job_error(
-                    self.source,
-                    f"duplicate key (first on line {explicit_lines[key]}); keep only one",
-                    line=line,
-                    key=child_path,
-                )
-            explicit_lines[key] = line
-            self.lines[path + (key,)] = line
-            result[key] = self.build(value_node, path + (key,), depth + 1)
-        for extra in merged:
-            for key, value in extra.items():
-                result.setdefault(key, value)
-        return result
-
-
-def _format_path(path: Iterable[str | int]) -> str:
-    """``("crawl", "hosts", "docs.example.org", "delay")`` → ``crawl.hosts['docs.example.org'].delay``."""
-    text = ""
-    for part in path:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif _IDENT_RE.fullmatch(part):
-            text += f".{part}" if text else part
-        else:
-            text += f"[{part!r}]"
-    return text
-
-
-_SYNTAX_HINTS = (
-    ("mapping values are not allowed", "check the indentation, or quote a value that contains ': '"),
-    ("cannot start any token", "indent with spaces, not tabs, and quote values starting with @ or `"),
-    ("expected <block end>", "check the indentation of this line"),
-    ("could not find expected ':'", "a key needs ': ' after it; quote text that is not a key"),
-    ("found undefined alias", "define the anchor (&name) before using *name"),
-    ("expected a single document", "a job file is one document; remove the extra '---'"),
-    ("end of stream", "a quote or bracket is not closed"),
-    ("did not find expected", "a quote or bracket is not closed, or the indentation is off"),
-)
-
-
-def _syntax_error(source: str, text: str, exc: yaml.YAMLError) -> JobFileError:
-    if isinstance(exc, yaml.reader.ReaderError):
-        line = text.count("\n", 0, exc.position) + 1
-        return _job_error(
-            source,
-            f"YAML syntax error: unacceptable character #x{exc.character:04x}; remove control characters",
-            line=line,
-        )
-    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
-        mark = exc.problem_mark
-        problem = exc.problem or exc.context or "invalid YAML"
-        message = f"YAML syntax error: {problem}"
-        if exc.context_mark is not None and exc.context_mark.line != mark.line and exc.context:
-            message += f" ({exc.context} on line {exc.context_mark.line + 1})"
-        both = f"{problem} {exc.context or ''}"
-        hint = next((h for needle, h in _SYNTAX_HINTS if needle in both), None)
-        if hint:
-            message += f"; {hint}"
-        return _job_error(source, message, line=mark.line + 1, column=mark.column + 1)
-    return _job_error(source, f"YAML syntax error: {exc}")
-
-
-def _compose(text: str, source: str) -> tuple[Any, dict[tuple[str | int, ...], int]]:
-    """YAML text → (plain value, {key path: line})."""
-    try:
-        loader = _JobLoader(text)  # the reader already rejects control characters here
-    except yaml.YAMLError as exc:
-        raise _syntax_error(source, text, exc) from None
-    try:
-        try:
-            node = loader.get_single_node()
-        except yaml.YAMLError as exc:
-            raise _syntax_error(source, text, exc) from None
-        except RecursionError:
-            # The composer is recursive: thousands of nested brackets exhaust the stack first.
-            raise _job_error(source, "YAML nested too deeply; a job file is much flatter") from None
-        if node is None:
-            raise _job_error(source, "the job file is empty; start from configs/example.yaml")
-        builder = _Builder(loader, source)
-        builder.lines[()] = node.start_mark.line + 1
-        return builder.build(node), builder.lines
-    finally:
-        loader.dispose()
-
-
-# ---------------------------------------------------------------------------------------------
-# Validation errors → one line
-
-
-def _unwrap(tp: Any, meta: list[Any]) -> tuple[Any, list[Any]]:
-    """Strip Annotated[...] (collecting constraints) and Optional[...] from a type."""
-    while True:
-        origin = get_origin(tp)
-        if origin is Annotated:
-            args = get_args(tp)
-            tp = args[0]
-            for extra in args[1:]:
-                meta = meta + (list(extra.metadata) if isinstance(extra, FieldInfo) else [extra])
-        elif origin is Union or origin is types.UnionType:
-            options = [arg for arg in get_args(tp) if arg is not type(None)]
-            if len(options) != 1:
-                return tp, meta
-            tp = options[0]
-        else:
-            return tp, meta
-
-
-def _is_model(tp: Any) -> bool:
-    return isinstance(tp, type) and issubclass(tp, BaseModel)
-
-
-def _type_at(path: tuple[str | int, ...]) -> tuple[Any, list[Any]] | None:
-    """The declared type (and constraints) of the value at ``path`` in a job, if known."""
-    tp: Any = JobConfig
-    meta: list[Any] = []
-    for part in path:
-        tp, meta = _unwrap(tp, meta)
-        if _is_model(tp):
-            field = tp.model_fields.get(part) if isinstance(part, str) else None
-            if field is None:
-                return None
-            tp, meta = field.annotation, list(field.metadata)
-        elif get_origin(tp) is list and isinstance(part, int):
-            tp, meta = get_args(tp)[0], []
-        elif get_origin(tp) is dict:
-            tp, meta = get_args(tp)[1], []
-        else:
-            return None
-    return _unwrap(tp, meta)
-
-
-def _number(value: Any) -> str:
-    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
-
-
-def _describe(tp: Any, meta: list[Any]) -> str | None:
-    """What a value of this type looks like, in words: 'a number ≥ 0', "one of 'a', 'b'"."""
-    bounds = ""
-    for item in meta:
-        if isinstance(item, annotated_types.Ge):
-            bounds += f" ≥ {_number(item.ge)}"
-        elif isinstance(item, annotated_types.Gt):
-            bounds += f" > {_number(item.gt)}"
-        elif isinstance(item, annotated_types.Le):
-            bounds += f" ≤ {_number(item.le)}"
-        elif isinstance(item, annotated_types.Lt):
-            bounds += f" < {_number(item.lt)}"
-    if tp is bool:
-        return "true or false"
-    if tp is int:
-        return "a whole number" + bounds
-    if tp is float:
-        return "a number" + bounds
-    if tp is str:
-        return "a string"
-    if tp is timedelta:
-        return f"a duration like {_DURATION_EXAMPLES}"
-    if tp is Path:
-        return "a path"
-    if tp is Question:
-        return "a question: a string, or a mapping with a 'question:' key"
-    if get_origin(tp) is Literal:
-        return "one of " + ", ".join(repr(choice) for choice in get_args(tp))
-    if get_origin(tp) is list:
-        return "a list"
-    if get_origin(tp) is dict or _is_model(tp):
-        return "a mapping (key: value lines)"
-    return None
-
-
-_MISSING_HINTS = {
-    "name": "add e.g. 'name: my-job' at the top level",
-    "questions": "add a 'questions:' list with at least one question",
-    "questions[].question": "add 'question: <what to ask>' to this item",
-    "questions[].id": "add 'id: <short-id>'",
-}
-_TOO_SHORT_HINTS = {
-    "questions": "add at least one question, e.g. '- What changed in 2.0?'",
-    "output.formats": "list at least one of jsonl, markdown, csv",
-}
-_TYPE_FAMILY = ("_type", "_parsing", "int_from_float", "greater_than", "less_than", "finite_number")
-
-
-def _data_path(raw: Any, loc: tuple[str | int, ...], keep_last: bool) -> tuple[str | int, ...]:
-    """Map pydantic's ``loc`` onto the data actually written.
-
-    pydantic adds entries that are not in the file (union member names, '[key]', fields a
-    before-validator added); walking the raw data keeps only real keys/indexes. ``keep_last``
-    keeps a final key that is absent on purpose (a missing required key).
-    """
-    node = raw
-    path: list[str | int] = []
-    for position, part in enumerate(loc):
-        if isinstance(node, dict) and part in node:
-            path.append(part)
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
-            path.append(part)
-            node = node[part]
-        elif keep_last and position == len(loc) - 1 and isinstance(part, str):
-            path.append(part)
-    return tuple(path)
-
-
-def _value_at(raw: Any, path: tuple[str | int, ...]) -> Any:
-    node = raw
-    for part in path:
-        node = node[part]
-    return node
-
-
-def _line_at(lines: dict[tuple[str | int, ...], int], path: tuple[str | int, ...]) -> int | None:
-    """Line of ``path`` or, when it was not written (a missing key), of its nearest parent."""
-    for end in range(len(path), -1, -1):
-        if path[:end] in lines:
-            return lines[path[:end]]
-    return None
-
-
-def _pattern(path: tuple[str | int, ...]) -> str:
-    """``("questions", 3, "question")`` → ``questions[].question`` for the hint tables."""
-    return re.sub(r"\[\d+\]", "[]", _format_path(path))
-
-
-def _unknown_key_message(path: tuple[str | int, ...]) -> str:
-    key = path[-1]
-    parent = _type_at(path[:-1])
-    fields: list[str] = list(parent[0].model_fields) if parent and _is_model(parent[0]) else []
-    # A right key in the wrong place ("delay:" at the top level instead of under "crawl:") is
-    # checked first: a fuzzy match in the wrong section ("delay" ~ "model") would mislead.
-    if len(path) == 1:
-        for section, field in JobConfig.model_fields.items():
-            inner = _unwrap(field.annotation, [])[0]
-            if _is_model(inner) and key in inner.model_fields:
-                return f"unknown key at the top level; {key!r} belongs under '{section}:'"
-    close = _did_you_mean(str(key), fields) if fields else None
-    if close:
-        return f"unknown key; did you mean {close!r}?"
-    return "unknown key; allowed keys: " + ", ".join(fields) if fields else "unknown key"
-
-
-def _explain(error: dict[str, Any], path: tuple[str | int, ...], value: Any) -> str:
-    kind = error["type"]
-    pattern = _pattern(path)
-    if kind == "missing":
-        return "required key is missing; " + _MISSING_HINTS.get(pattern, f"add '{path[-1]}:'")
-    if kind == "extra_forbidden":
-        return _unknown_key_message(path)
-    declared = _type_at(path)
-    expected = _describe(*declared) if declared else None
-    if kind in ("too_short", "string_too_short"):
-        what = "a non-empty list" if kind == "too_short" else "a non-empty string"
-        hint = _TOO_SHORT_HINTS.get(pattern)
-        return f"expected {what}, got {_got(value)}" + (f"; {hint}" if hint else "")
-    if kind == "literal_error" and expected:
-        message = f"expected {expected}, got {_got(value)}"
-        choices = [str(c) for c in get_args(declared[0])] if declared else []
-        close = _did_you_mean(value, choices) if isinstance(value, str) else None
-        return message + (f"; did you mean {close!r}?" if close else "")
-    if expected and (kind.endswith(_TYPE_FAMILY) or kind.startswith(_TYPE_FAMILY) or kind in ("model_attributes_type",)):
-        return f"expected {expected}, got {_got(value)}" + _quoting_hint(declared[0] if declared else None, value)
-    message = error["msg"]
-    return message[:1].lower() + message[1:]
-
-
-def _quoting_hint(expected: Any, value: Any) -> str:
-    """Most type errors in YAML are quoting mistakes in one direction or the other."""
-    if value is None:
-        return "; give a value"
-    if expected is str and isinstance(value, bool):
-        return "; YAML reads yes/no/on/off/true/false as a boolean: put the text in quotes"
-    if expected is str and isinstance(value, (int, float, date)):
-        return "; put the value in quotes"
-    if expected in (int, float) and isinstance(value, str):
-        try:
-            float(value)
-        except ValueError:
-            return ""
-        return "; remove the quotes"
-    if expected is int and isinstance(value, float):
-        return "; use a whole number"
-    if expected is bool and isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
-        return "; remove the quotes"
-    if expected is bool and isinstance(value, int):
-        return "; write true or false"
-    if get_origin(expected) is list and isinstance(value, (str, int, float)):
-        return "; write it as a list: [item, ...] or '- item' lines"
-    return ""
-
-
-def _without_misspelt_required(errors: list[Any], raw: Any) -> list[Any]:
-    """Drop "required key is missing" when an unknown key beside it is that key misspelt.
-
-    ``questons:`` raises both errors; the missing one sorts first (it has no line of its own) but
-    the fix is the unknown key's "did you mean 'questions'?".
-    """
-    unknown = [_data_path(raw, tuple(e["loc"]), keep_last=False) for e in errors if e["type"] == "extra_forbidden"]
-
-    def misspelt(error: Any) -> bool:
-        if error["type"] != "missing":
-            return False
-        path = _data_path(raw, tuple(error["loc"]), keep_last=True)
-        hint = f"did you mean {path[-1]!r}?"
-        return any(u[:-1] == path[:-1] and hint in _unknown_key_message(u) for u in unknown if u)
-
-    return [e for e in errors if not misspelt(e)]
-
-
-def _validation_error(
-    exc: ValidationError, raw: Any, lines: dict[tuple[str | int, ...], int], source: str
-) -> JobFileError:
-    """The earliest problem in the file, as one line (plus how many more there are)."""
-    errors = _without_misspelt_required(exc.errors(include_url=False), raw)
-    found: list[tuple[int, int, str, str]] = []
-    for order, error in enumerate(errors):
-        loc = tuple(error["loc"])
-        context = error.get("ctx") or {}
-        if error["type"] == "webqa":
-            path = _data_path(raw, loc + tuple(context.get("at") or ()), keep_last=False)
-            message = str(context.get("message", error["msg"]))
-            also = context.get("also")
-            if also is not None:
-                other = _line_at(lines, _data_path(raw, loc + tuple(also), keep_last=False))
-                if other is not None:
-                    message = message.replace(";", f" (also on line {other});", 1)
-        else:
-            path = _data_path(raw, loc, keep_last=error["type"] == "missing")
-            try:
-                value = _value_at(raw, path) if error["type"] != "missing" else None
-            except (KeyError, IndexError, TypeError):
-                value = error.get("input")
-            message = _explain(error, path, value)
-        line = _line_at(lines, path) or 0
-        found.append((line, order, _format_path(path), message))
-    line, _, key, message = min(found)
-    if len(found) > 1:
-        more = len(found) - 1
-        message += f" (and {more} more problem{'s' if more > 1 else ''})"
-    return _job_error(source, message, line=line or None, key=key or None)
+    listed, _problems = collect_urls(load_url_file(path, mentioned_in=mentioned_in))
+    return [entry.url for entry in listed]
 
 
 # ---------------------------------------------------------------------------------------------
 # Entry points
-
-
-def _read_limited(path: Path, display: str, limit: int, *, origin: str = "", what: str = "job file") -> bytes:
-    """Read a whole file, refusing folders, FIFOs, devices and sockets and anything over ``limit`` bytes."""
-    try:
-        # Checked before any read: a FIFO blocks (while the run lock is held) and /dev/zero never ends.
-        data = read_bounded(path, limit)  # limit + 1 bytes at most: "too large" even when stat() cannot tell
-    except NotARegularFileError as exc:
-        if exc.kind == "a folder":
-            raise _job_error(display, f"is a folder, not a {what}{origin}; give the path of the file") from None
-        raise _job_error(display, f"is {exc.kind}, not a regular file{origin}; give the path of a {what}") from None
-    except FileNotFoundError:
-        raise _job_error(display, f"no such file{origin}; check the path") from None
-    except PermissionError:
-        raise _job_error(display, f"cannot read the {what}{origin} (permission denied); check its permissions") from None
-    except IsADirectoryError:
-        raise _job_error(display, f"is a folder, not a {what}{origin}; give the path of the file") from None
-    except OSError as exc:
-        raise _job_error(display, f"cannot read the {what}{origin}: {exc.strerror or exc}") from None
-    if len(data) > limit:
-        raise _job_error(display, f"{what} is larger than {limit // (1024 * 1024)} MiB; {_TOO_LARGE_HINT[what]}")
-    return data
-
-
-_TOO_LARGE_HINT = {
-    "job file": "a job file holds settings only; put long URL lists in urls_file",
-    "URL file": "split the URLs over several jobs",
-}
 
 
 def _parse(
@@ -1280,11 +663,11 @@ def _parse(
     source_path: Path | None,
     file_hash: str,
 ) -> JobConfig:
-    raw, lines = _compose(text, source)
+    raw, lines = compose(text, source)
     if not isinstance(raw, dict):
-        raise _job_error(
+        raise job_error(
             source,
-            f"the top level must be a mapping of keys (name:, urls:, questions:, …), got {_got(raw)}",
+            f"the top level must be a mapping of keys (name:, urls:, questions:, …), got {got(raw)}",
             line=lines.get(()),
         )
     # Top-level "x-…" keys are free for anchors ("x-common: &common …"), as in docker-compose:
@@ -1300,7 +683,7 @@ def _parse(
     try:
         return JobConfig.model_validate(raw, context=context)
     except ValidationError as exc:
-        raise _validation_error(exc, raw, lines, source) from None
+        raise validation_error(exc, raw, lines, source, JobConfig) from None
 
 
 def parse_job(text: str, source: str = "<string>", base_dir: Path | None = None) -> JobConfig:
@@ -1310,7 +693,7 @@ def parse_job(text: str, source: str = "<string>", base_dir: Path | None = None)
     """
     data = text.encode("utf-8")
     if len(data) > MAX_JOB_BYTES:
-        raise _job_error(source, f"job file is larger than 1 MiB; {_TOO_LARGE_HINT['job file']}")
+        raise job_error(source, TOO_LARGE)
     return _parse(
         text,
         source=source,
@@ -1324,12 +707,8 @@ def load_job(path: str | Path) -> JobConfig:
     """Read and validate a job file. Every problem is raised as one ConfigError line."""
     display = str(path)
     path = Path(path).expanduser()
-    data = _read_limited(path, display, MAX_JOB_BYTES)
-    try:
-        text = data.decode("utf-8-sig")  # -sig: editors on Windows like to add a BOM
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise _job_error(display, "not UTF-8 text; save the file as UTF-8", line=line) from None
+    data = read_job_bytes(path, display)
+    text = decode_job(data, display)
     absolute = path.absolute()  # not resolve(): a symlinked job resolves paths next to the link
     return _parse(
         text,

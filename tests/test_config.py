@@ -687,15 +687,26 @@ def test_require_urls_with_missing_urls_file(tmp_path: Path) -> None:
     )
 
 
-def test_require_urls_names_the_bad_line_of_the_urls_file(tmp_path: Path) -> None:
+def test_require_urls_skips_a_bad_line_of_the_urls_file(tmp_path: Path) -> None:
+    # One behaviour with `webqa crawl -i` (docs/job-reference.md): the crawl reports the line and skips it.
     write(tmp_path / "urls.txt", "https://a.org/\n# fine\nftp://b.org/\n")
     job = load_job(write(tmp_path / "job.yaml", "name: j\nquestions: [x]\nurls_file: urls.txt\n"))
-    with pytest.raises(JobFileError) as info:
+    assert job.require_urls() == ["https://a.org/"]
+
+
+def test_require_urls_refuses_a_urls_file_without_a_valid_url(tmp_path: Path) -> None:
+    write(tmp_path / "urls.txt", "# only comments\nftp://b.org/\nnot a url\n")
+    job = load_job(write(tmp_path / "job.yaml", "name: j\nquestions: [x]\nurls_file: urls.txt\n"))
+    with pytest.raises(ConfigError) as info:
         job.require_urls()
     assert str(info.value) == (
-        f"{tmp_path / 'urls.txt'}:3: expected an http(s) URL, got 'ftp://b.org/'; only http:// and https:// URLs can be crawled"
+        f"{tmp_path / 'urls.txt'}:2: 'ftp://b.org/': unsupported scheme 'ftp'; only http and https are fetched "
+        f"(and 1 more); the file lists no valid URL (urls_file on line 3 of {tmp_path / 'job.yaml'})"
     )
-    assert info.value.line == 3
+    assert info.value.exit_code == ExitCode.USAGE
+    write(tmp_path / "urls.txt", "# nothing yet\n")
+    with pytest.raises(ConfigError, match=r"urls\.txt: lists no URLs \(urls_file on line 3 of .*\); add one"):
+        job.require_urls()
 
 
 def test_job_file_error_attributes() -> None:
@@ -737,8 +748,8 @@ def test_urls_file_that_is_a_fifo_or_a_device_is_refused_without_reading(tmp_pat
         with pytest.raises(ConfigError) as info:
             job.require_urls()  # returns at once: the kind is checked before any open or read
         assert str(info.value) == (
-            f"{target}: is {kind}, not a regular file (urls_file on line 3 of {tmp_path / 'job.yaml'}); "
-            "give the path of a URL file"
+            f"{target}: is {kind} (urls_file on line 3 of {tmp_path / 'job.yaml'}), "
+            "expected a file with one URL per line"
         )
 
 
@@ -765,7 +776,8 @@ def test_errors_about_a_secret_file_do_not_quote_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         job.require_urls()
     assert str(info.value) == (
-        f"{tmp_path / 'shadow'}:1: expected an http(s) URL, got 'root…'; only http:// and https:// URLs can be crawled"
+        f"{tmp_path / 'shadow'}:1: 'root…': unsupported scheme 'root'; only http and https are fetched (and 1 more); "
+        f"the file lists no valid URL (urls_file on line 3 of {tmp_path / 'job.yaml'})"
     )
     # The file given as the job file itself: one line naming it, without its content.
     with pytest.raises(ConfigError) as info:
@@ -782,6 +794,6 @@ def test_errors_about_proc_environ_do_not_quote_the_environment(tmp_path: Path) 
     with pytest.raises(ConfigError) as info:
         job.require_urls()
     message = str(info.value)
-    assert message.startswith(f"{environ}:1: expected an http(s) URL, got '")
-    quoted = message.split("got ", 1)[1].split(";", 1)[0]
+    assert message.startswith(f"{environ}:1: '")
+    quoted = message.split(": ", 2)[1]
     assert "=" not in quoted and len(quoted) <= 44, quoted  # a name at most, never a value
