@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.fake_ollama import FakeOllama
-from tests.test_run import (  # noqa: F401 - fixtures are used by name
+from tests.support.run import (  # noqa: F401 - fixtures are used by name
     QUESTIONS,
     Crawled,
     crawled,
@@ -350,7 +350,7 @@ def test_no_retry_flag_asks_once(db: Path, llm: FakeOllama) -> None:
 def test_no_wider_retry_when_it_would_send_the_same_sources(tmp_path: Path, llm: FakeOllama) -> None:
     """Only a duplicate was left out: a "wider" retry would repeat the same prompt, so none is made."""
     from pipelines.store import RunStore
-    from tests.test_select import _chunks, _page
+    from tests.support.store import make_chunks, page_record
 
     path = tmp_path / "dupes.duckdb"
     pages = {
@@ -360,8 +360,8 @@ def test_no_wider_retry_when_it_would_send_the_same_sources(tmp_path: Path, llm:
     }
     with RunStore.open(path) as store:
         for url, sections in pages.items():
-            chunks = _chunks(url, sections)
-            store.save_page(_page(url, chunks), chunks, crawl_run_id=None)
+            chunks = make_chunks(url, sections)
+            store.save_page(page_record(url, chunks), chunks, crawl_run_id=None)
         store.rebuild_fts()
     obj = ask_json(path, "Why do zebra stripes exist?", "--method", "keyword", "--top-k", "2", host=llm.url)
     assert obj["not_enough_information"] is True and obj["attempts"] == 1

@@ -18,7 +18,7 @@ from jobs.config import parse_job
 from pipelines.chunk import estimate_tokens
 from tests.fake_ollama import FakeOllama, Garbage, Huge, Trickle
 from tests.site_server import SiteServer
-from tests.test_run import (  # noqa: F401 - fixtures are used by name
+from tests.support.run import (  # noqa: F401 - fixtures are used by name
     QUESTIONS,
     UNANSWERABLE,
     WEBQA,

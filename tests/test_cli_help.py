@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from jobs.cli import build_parser
-from tests.test_run import WEBQA
+from tests.support.run import WEBQA
 
 
 

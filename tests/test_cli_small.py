@@ -16,7 +16,7 @@ from jobs.errors import ConfigError
 from jobs.lock import RunLock
 from tests.fake_ollama import FakeOllama
 from tests.site_server import SiteServer
-from tests.test_run import (  # noqa: F401 - fixtures are used by name
+from tests.support.run import (  # noqa: F401 - fixtures are used by name
     ALL,
     QUESTIONS,
     crawled,

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -30,108 +30,11 @@ from crawler import settings as crawl_defaults
 from pipelines.items import ExtractedPage, FetchedPage, FetchOutcome
 from pipelines import extraction
 from pipelines.chunk import HEADING_SEPARATOR
-from tests.crawling import REPO, crawl_api, ok
+from tests.support.crawling import REPO, chunk_ids, crawl_api, fetch_log, ok, page, pages, prose, rows, run_cli, summary
 from tests.site_server import FIXED_LAST_MODIFIED, RequestInfo, SiteServer
 
 RETRY_TIMES = crawl_defaults.RETRY_TIMES
 REDIRECT_MAX_TIMES = crawl_defaults.REDIRECT_MAX_TIMES
-
-# -- page material ---------------------------------------------------------------------------
-
-_WORDS = (
-    "archive bucket cache daemon engine folder gateway handler index journal kernel ledger mirror "
-    "network object packet queue router socket token update vector widget buffer cluster driver "
-    "export filter growth harbor import kettle lantern meadow nickel orchard pebble quartz ribbon"
-).split()
-
-
-def prose(seed: str, sentences: int = 5) -> str:
-    """Distinct, deterministic sentences (trafilatura drops repeated paragraphs)."""
-    base = sum(map(ord, seed))
-    out = []
-    for i in range(sentences):
-        words = " ".join(_WORDS[(base * 7 + i * 11 + k * 3) % len(_WORDS)] for k in range(12))
-        out.append(f"The {seed} note {i} explains how {words} fit together in practice.")
-    return " ".join(out)
-
-
-def page(title: str, sections: Sequence[str] = ("Install", "Usage"), *, extra: str = "", links: Sequence[str] = (),
-         head: str = '<meta charset="utf-8">', lang: str = "en") -> str:
-    """A documentation-like page: h1 title, h2 sections, > 500 characters of text."""
-    nav = "".join(f'<li><a href="{href}">{href}</a></li>' for href in links)
-    body = f"<h1>{title}</h1><p>{prose(title + ' intro')}</p>"
-    for section in sections:
-        body += f"<h2>{section}</h2><p>{prose(title + ' ' + section)}</p><p>{prose(title + ' ' + section + ' more', 3)}</p>"
-    return (
-        f'<!DOCTYPE html><html lang="{lang}"><head>{head}<title>{title}</title></head><body>'
-        f"<nav><ul>{nav}</ul></nav><article>{body}{extra}</article></body></html>"
-    )
-
-
-# -- running crawls --------------------------------------------------------------------------
-
-
-def run_cli(*args: str, db: Path, delay: float | None = 0, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`python -m jobs.cli crawl ARGS --db DB --delay DELAY` as a subprocess."""
-    command = [sys.executable, "-m", "jobs.cli", "crawl", *args, "--db", str(db)]
-    if delay is not None:
-        command += ["--delay", str(delay)]
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
-
-
-_SUMMARY = re.compile(
-    r"fetched (?P<fetched>\d+) \(new (?P<new>\d+), changed (?P<changed>\d+), unchanged (?P<unchanged>\d+)\), "
-    r"not modified (?P<not_modified>\d+), fresh (?P<fresh>\d+), skipped (?P<skipped>\d+), failed (?P<failed>\d+);"
-    r".*chunks written (?P<chunks>\d+)"
-)
-
-
-def summary(result: subprocess.CompletedProcess[str], stream: str = "stdout") -> dict[str, int]:
-    """The counts of the one summary line (stdout; stderr when the crawl gave up)."""
-    lines = [line for line in getattr(result, stream).splitlines() if line.startswith("Crawled in ")]
-    assert len(lines) == 1, f"no summary line\nstdout: {result.stdout}\nstderr: {result.stderr}"
-    match = _SUMMARY.search(lines[0])
-    assert match, lines[0]
-    return {key: int(value) for key, value in match.groupdict().items()}
-
-
-def rows(db: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-    conn = duckdb.connect(str(db), read_only=True)
-    try:
-        return conn.execute(sql, list(params)).fetchall()
-    finally:
-        conn.close()
-
-
-def fetch_log(db: Path) -> dict[str, tuple[str, str, int | None]]:
-    """url → (outcome, reason, status) of the latest crawl run."""
-    found = rows(
-        db,
-        "SELECT url, outcome, reason, status FROM fetch_log "
-        "WHERE crawl_run_id = (SELECT max(crawl_run_id) FROM crawl_runs) ORDER BY fetch_log_id",
-    )
-    log: dict[str, tuple[str, str, int | None]] = {}
-    for url, outcome, reason, status in found:
-        assert url not in log, f"{url} recorded twice: {log[url]} and {(outcome, reason, status)}"
-        log[url] = (outcome, reason, status)
-    return log
-
-
-def pages(db: Path) -> dict[str, dict[str, Any]]:
-    conn = duckdb.connect(str(db), read_only=True)
-    try:
-        cursor = conn.execute("SELECT * FROM pages")
-        names = [d[0] for d in cursor.description]
-        return {row[0]: dict(zip(names, row)) for row in cursor.fetchall()}
-    finally:
-        conn.close()
-
-
-def chunk_ids(db: Path, url: str | None = None) -> set[str]:
-    if url is None:
-        return {r[0] for r in rows(db, "SELECT chunk_id FROM chunks")}
-    return {r[0] for r in rows(db, "SELECT chunk_id FROM chunks WHERE url = ?", [url])}
-
 
 def closed_port() -> int:
     """A port on 127.0.0.1 nobody listens on (bound, then released)."""

@@ -1,6 +1,6 @@
 """Pages below an unchanged page are re-checked, and each job knows the pages its crawls reached.
 
-Real crawls (subprocesses, see tests/crawling.py) against the loopback site, read back from DuckDB.
+Real crawls (subprocesses, see tests/support/crawling.py) against the loopback site, read back from DuckDB.
 """
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from pipelines.store import Store
-from tests.crawling import crawl_api, ok
 from tests.site_server import SiteServer
-from tests.test_crawl import page, pages, summary
+from tests.support.crawling import crawl_api, ok, page, pages, summary
 
 
 def job_pages(db: Path, job: str, crawl_run_id: int | None = None) -> list[str]:

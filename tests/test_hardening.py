@@ -49,10 +49,9 @@ from crawler.run import CrawlOptions, crawl_settings
 from crawler.spiders.urls import describe_failure
 from jobs.errors import ConfigError
 from pipelines import extraction
-from tests.crawling import REPO, maxrss_mb, ok
-from tests.crawling import crawl_api as run_crawl_api
 from tests.site_server import RequestInfo, SiteServer
-from tests.test_crawl import fetch_log, page, pages, rows, summary
+from tests.support.crawling import REPO, fetch_log, maxrss_mb, ok, page, pages, rows, summary
+from tests.support.crawling import crawl_api as run_crawl_api
 
 HINT = "(SSRF guard); set allow_private_networks to crawl private networks"
 MB = 1024 * 1024

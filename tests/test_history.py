@@ -23,7 +23,7 @@ import pytest
 
 from tests.fake_ollama import FakeOllama, user_prompt
 from tests.site_server import SiteServer
-from tests.test_run import (
+from tests.support.run import (
     ALL, GARDEN, LIGHTHOUSE, QUESTIONS, WEBQA, WIDGET, Crawled, crawl_site, lines, prompt_question,
     prompt_sources, quoting_responder, read_jsonl, rows, webqa,
 )

@@ -42,3 +42,12 @@ def test_the_check_sees_imports_inside_functions(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from jobs.errors import ConfigError\n    import crawler.run\n")
     assert imported_packages(module) == {("jobs", 2), ("crawler", 3)}
+
+
+def test_test_files_share_helpers_through_tests_support_only() -> None:
+    # A helper imported from another test file drags that file's tests and fixtures along with it.
+    from_tests = sorted(f"{path.name} imports {node.module}"
+                        for path in (ROOT / "tests").glob("test_*.py")
+                        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests.test_"))
+    assert from_tests == []

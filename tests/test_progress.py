@@ -16,7 +16,7 @@ import pytest
 
 from crawler.progress import fit, progress_line
 from tests.site_server import SiteServer
-from tests.test_run import REPO, WEBQA
+from tests.support.run import REPO, WEBQA
 
 MANY = {"new": 123456, "changed": 2345, "unchanged": 34567, "not_modified": 4567, "skipped": 567, "failed": 67}
 

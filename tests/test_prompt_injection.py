@@ -26,7 +26,7 @@ from jobs.prompt import RULES, Source, build_prompt, number_sources, sanitise_te
 from jobs.validate import validate_answer
 from tests.fake_ollama import FakeOllama
 from tests.site_server import SiteServer
-from tests.test_prompt import parse_prompt
+from tests.support.prompt import parse_prompt
 
 REPO = Path(__file__).resolve().parent.parent
 QUESTION = "Which port does the lighthouse service listen on?"

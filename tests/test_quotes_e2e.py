@@ -20,7 +20,7 @@ import pytest
 from jobs.validate import MAX_GAP_WORDS, normalise
 from tests.fake_ollama import FakeOllama, user_prompt
 from tests.site_server import SiteServer
-from tests.test_run import job_yaml, prompt_question, prompt_sources, read_jsonl, rows, run_dir, run_job, webqa, write_job
+from tests.support.run import job_yaml, prompt_question, prompt_sources, read_jsonl, rows, run_dir, run_job, webqa, write_job
 
 PRIVACY = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Lumen privacy policy</title></head>
 <body><main><article>

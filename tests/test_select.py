@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -13,9 +12,8 @@ import pytest
 from jobs.errors import LLMError, WebqaError
 from jobs.select import (HEADING_BOOST, MATCH_BM25_PARAMS, WINDOWS_PER_DOC, Bm25Params, Candidate, Selector, _min_max,
                          pack, question_keywords)
-from pipelines.chunk import Chunk, estimate_tokens
-from pipelines.store import (EMBED_SCHEME, EMBED_WINDOW_WORDS, PageRecord, RunStore, embed_key, embed_text,
-                             embed_windows, text_key, utcnow)
+from pipelines.store import EMBED_SCHEME, EMBED_WINDOW_WORDS, RunStore, embed_key, embed_text, embed_windows, text_key
+from tests.support.store import make_chunks, page_record
 
 # --------------------------------------------------------------------------------------------
 # pack
@@ -87,29 +85,12 @@ PAGES: dict[str, list[tuple[tuple[str, ...], str]]] = {
 }
 
 
-def _chunks(url: str, sections: list[tuple[tuple[str, ...], str]]) -> list[Chunk]:
-    chunks = []
-    for ordinal, (path, text) in enumerate(sections):
-        chunk_id = hashlib.sha256(f"{url}\x1f{ordinal}".encode()).hexdigest()[:16]
-        chunks.append(Chunk(chunk_id, ordinal, path, text, estimate_tokens(text),
-                            hashlib.sha256(text.encode()).hexdigest()))
-    return chunks
-
-
-def _page(url: str, chunks: list[Chunk]) -> PageRecord:
-    text = "\n\n".join(c.text for c in chunks)
-    return PageRecord(url=url, final_url=url, status=200, fetched_at=utcnow(), content_type="text/html", etag=None,
-                      last_modified=None, content_hash=hashlib.sha256(text.encode()).hexdigest(), title=url,
-                      lang="en", extractor="main", html_bytes=len(text), text_bytes=len(text), text=text,
-                      html=f"<html><body>{text}</body></html>")
-
-
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[RunStore]:
     with RunStore.open(tmp_path / "select.duckdb") as opened:
         for url, sections in PAGES.items():
-            chunks = _chunks(url, sections)
-            assert opened.save_page(_page(url, chunks), chunks, crawl_run_id=None) == "new"
+            chunks = make_chunks(url, sections)
+            assert opened.save_page(page_record(url, chunks), chunks, crawl_run_id=None) == "new"
         opened.rebuild_fts()
         yield opened
 
@@ -362,8 +343,8 @@ def test_a_long_chunk_is_found_by_words_past_the_first_window(tmp_path: Path) ->
     sections = [(("Manual", "Long"), long_text), (("Manual", "Other"), "Tomatoes grow well in sunny corners.")]
     embedder = WordEmbedder()
     with RunStore.open(tmp_path / "windows.duckdb") as opened:
-        chunks = _chunks(A, sections)
-        opened.save_page(_page(A, chunks), chunks, crawl_run_id=None)
+        chunks = make_chunks(A, sections)
+        opened.save_page(page_record(A, chunks), chunks, crawl_run_id=None)
         opened.rebuild_fts()
         sel = selector(opened, embedder=embedder, embedding_model="m")
         top = sel.select("journal", "embedding").candidates[0]
@@ -394,8 +375,8 @@ def test_stop_words_leave_the_question_before_stemming(tmp_path: Path) -> None:
     sections = [(("Build", "Variables"), "AR and ARFLAGS name the archiver; ar is run with ARFLAGS."),
                 (("Descriptors",), "Descriptors let objects customise attribute lookup.")]
     with RunStore.open(tmp_path / "stop.duckdb") as opened:
-        chunks = _chunks(A, sections)
-        opened.save_page(_page(A, chunks), chunks, crawl_run_id=None)
+        chunks = make_chunks(A, sections)
+        opened.save_page(page_record(A, chunks), chunks, crawl_run_id=None)
         opened.rebuild_fts()
         ranked = selector(opened).bm25("What are descriptors?", None)
         assert [heading_of(c) for c in ranked] == ["Descriptors"]
@@ -434,8 +415,8 @@ def test_typed_vectors_follow_embedding_inserts_and_index_rebuilds(store: RunSto
     assert _typed_vectors(store) == _expected_vectors(store) and len(_typed_vectors(store)) == 16
     # A new page: not selectable until the index is rebuilt, which brings its vectors in too.
     url = "http://d.test/tomatoes"
-    chunks = _chunks(url, [(("Tomatoes",), "Tomatoes need sunny corners, like widgets.")])
-    store.save_page(_page(url, chunks), chunks, crawl_run_id=None)
+    chunks = make_chunks(url, [(("Tomatoes",), "Tomatoes need sunny corners, like widgets.")])
+    store.save_page(page_record(url, chunks), chunks, crawl_run_id=None)
     store.rebuild_fts()
     fresh = selector(store, embedder=embedder, embedding_model="m")
     assert url in {c.url for c in fresh.select("tomatoes", "embedding").candidates}
@@ -495,8 +476,8 @@ def test_chunks_of_many_windows_do_not_crowd_the_others_out_of_the_pool(tmp_path
                 (("Manual", "Garden"), "Tomatoes grow well in sunny corners.")]
     embedder = WordEmbedder()
     with RunStore.open(tmp_path / "many.duckdb") as opened:
-        chunks = _chunks(A, sections)
-        opened.save_page(_page(A, chunks), chunks, crawl_run_id=None)
+        chunks = make_chunks(A, sections)
+        opened.save_page(page_record(A, chunks), chunks, crawl_run_id=None)
         opened.rebuild_fts()
         sel = selector(opened, embedder=embedder, embedding_model="m", pool=pool)
         sel.embed_missing()
@@ -538,8 +519,8 @@ def test_an_index_rebuild_drops_vector_tables_of_earlier_versions(store: RunStor
 
 def test_selection_without_an_index_says_how_to_build_it(tmp_path: Path) -> None:
     with RunStore.open(tmp_path / "empty.duckdb") as empty:
-        chunks = _chunks(A, PAGES[A])
-        empty.save_page(_page(A, chunks), chunks, crawl_run_id=None)
+        chunks = make_chunks(A, PAGES[A])
+        empty.save_page(page_record(A, chunks), chunks, crawl_run_id=None)
         sel = selector(empty, embedder=WordEmbedder(), embedding_model="m")
         for method in ("bm25", "embedding"):
             with pytest.raises(WebqaError, match="full-text index is missing"):

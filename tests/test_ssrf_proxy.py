@@ -22,9 +22,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.crawling import REPO, ok
 from tests.site_server import SiteServer
-from tests.test_crawl import fetch_log, page, pages
+from tests.support.crawling import REPO, fetch_log, ok, page, pages
 
 HINT = "(SSRF guard); set allow_private_networks to crawl private networks"
 
