@@ -4,8 +4,6 @@ Every value that differs from Scrapy's default says why. Per-run values (databas
 overrides, validators) are layered on top by ``crawler.run.crawl_settings``.
 """
 
-import os as _os
-
 from pipelines import defaults as _defaults
 
 BOT_NAME = "webqa"
@@ -47,11 +45,9 @@ DOWNLOAD_HANDLERS = {"file": None, "data": None, "ftp": None, "s3": None}
 # answer that changes between check and connect cannot slip through.
 TWISTED_DNS_RESOLVER = "crawler.middlewares.ssrf.GuardedResolver"
 # Off only on purpose: the job's crawl.allow_private_networks, `--allow-private-networks`, or
-# WEBQA_ALLOW_PRIVATE_NETWORKS=1 in the environment (read here for `scrapy crawl`; `crawler.run`
-# reads it too and rejects values it does not understand). An unreadable value keeps the guard on.
-WEBQA_ALLOW_PRIVATE_NETWORKS = (
-    _os.environ.get("WEBQA_ALLOW_PRIVATE_NETWORKS", "").strip().lower() in {"1", "true", "yes", "on"}
-)
+# WEBQA_ALLOW_PRIVATE_NETWORKS=1 in the environment. `crawler.run` sets the setting of that name from
+# all three; without it (`scrapy crawl`) the guard reads the environment when the crawl starts, not
+# when this module is imported (ssrf.private_networks_allowed). An unreadable value keeps the guard on.
 
 DOWNLOADER_MIDDLEWARES = {
     # Before everything else, robots.txt included: a blocked address costs no request at all.

@@ -151,20 +151,20 @@ def insert_rows(conn: duckdb.DuckDBPyConnection, insert: str, rows: Sequence[Seq
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<prog>.+?) \(PID (?P<pid>\d+)\)")
 
 
-def _tell_duckdb_pandas_is_absent() -> None:
-    """DuckDB's Python client looks for pandas on most ``execute`` calls; when pandas is not installed,
-    Python searches sys.path again each time, because a failed import is not remembered: 18 searches
-    per question in selection, 73 ms per question in the runner (BENCHMARKS.md, benchmark 5). Recorded
-    as absent, each look-up fails at once. Only when pandas cannot be imported anyway."""
+def tell_duckdb_pandas_is_absent() -> None:
+    """Record pandas as absent in ``sys.modules`` when it cannot be imported, so DuckDB's look-ups fail at once.
+
+    DuckDB's Python client looks for pandas on most ``execute`` calls; without pandas Python searches
+    sys.path again each time, because a failed import is not remembered (the cost is measured in
+    BENCHMARKS.md, benchmark 5). Called by :func:`connect`, so importing this module changes nothing.
+    """
     if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
         sys.modules["pandas"] = None  # type: ignore[assignment]
 
 
-_tell_duckdb_pandas_is_absent()
-
-
 def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open the DuckDB file, translating lock and corruption errors into one-line errors."""
+    tell_duckdb_pandas_is_absent()
     path = Path(path)
     if read_only and not path.exists():
         raise StoreError(f"{path}: no such database; run `webqa crawl` first or pass --db")

@@ -254,7 +254,7 @@ def test_resolver_checks_every_answer_so_a_changed_dns_answer_cannot_get_through
     assert str(resolve(resolver, "rebind.example")) == blocked("rebind.example (10.1.2.3)", "a private address")
     assert resolve(resolver, "rebind.example") == "93.184.215.14"
     # A refusal later seen as a plain DNS failure is still explained.
-    assert ssrf.blocked_reason_for_host("REBIND.example.") == str(second).replace("127.0.0.1", "10.1.2.3").replace(
+    assert ssrf.blocked_reason_for_host("REBIND.example.", resolver) == str(second).replace("127.0.0.1", "10.1.2.3").replace(
         "loopback", "private")
     # IP literals (any form) are refused without asking anyone.
     assert str(resolve(resolver, "2130706433")) == blocked("2130706433 (127.0.0.1)", "a loopback address")
@@ -835,3 +835,20 @@ def test_garbled_share_tells_swapped_utf16_from_real_text() -> None:
     assert whatwg_decode(html.encode("utf-16-le"), "utf-16") == html
     assert whatwg_decode(codecs.BOM_UTF16_BE + html.encode("utf-16-be"), "utf-16") is None  # the BOM decides
     assert whatwg_decode(html.encode("utf-8"), "utf-8") is None
+
+
+def test_the_guard_reads_the_environment_when_the_crawl_starts_unless_webqa_set_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from scrapy.settings import Settings
+
+    from crawler import settings as crawl_settings
+
+    assert not hasattr(crawl_settings, "WEBQA_ALLOW_PRIVATE_NETWORKS")  # nothing is read at import
+    monkeypatch.setenv("WEBQA_ALLOW_PRIVATE_NETWORKS", "1")
+    assert ssrf.private_networks_allowed(Settings()) is True  # `scrapy crawl`: the operator's switch
+    assert ssrf.private_networks_allowed(Settings({"WEBQA_ALLOW_PRIVATE_NETWORKS": False})) is False  # webqa's say
+    monkeypatch.setenv("WEBQA_ALLOW_PRIVATE_NETWORKS", "perhaps")
+    assert ssrf.private_networks_allowed(Settings()) is False  # unreadable: the guard stays on
+    monkeypatch.delenv("WEBQA_ALLOW_PRIVATE_NETWORKS")
+    assert ssrf.private_networks_allowed(Settings()) is False

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from scrapy.settings import BaseSettings
     from twisted.internet.base import ReactorBase
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,20 @@ def parse_flag(value: str | None) -> bool:
 def env_allows_private_networks(environ: Mapping[str, str] | None = None) -> bool:
     """The operator's switch: ``WEBQA_ALLOW_PRIVATE_NETWORKS=1`` in the environment."""
     return parse_flag((os.environ if environ is None else environ).get(ENV_VAR))
+
+
+def private_networks_allowed(settings: BaseSettings) -> bool:
+    """Whether the guard is off for this crawl: the setting when given, else the environment, read now.
+
+    `webqa` always gives the setting (``crawler.run`` has already rejected an unreadable environment
+    value); under `scrapy crawl` only the environment can say so, and an unreadable value keeps the guard on.
+    """
+    if settings.getpriority(SETTING) is not None:
+        return settings.getbool(SETTING)
+    try:
+        return env_allows_private_networks()
+    except ValueError:
+        return False
 
 
 def parse_ip_host(host: str) -> IPAddress | None:
@@ -243,15 +258,18 @@ class BlockedRequest(IgnoreRequest):
     outcome = "skipped"
 
 
-# Hostnames the resolver refused in this process, with why: a failure that surfaces later as a
-# plain DNS error (a connection-time block after a changed DNS answer) can still be explained.
-_blocked_hosts: dict[str, str] = {}
+def installed_resolver() -> GuardedResolver | None:
+    """The crawl's resolver: Twisted keeps one per reactor, and Scrapy installs ours there."""
+    from twisted.internet import reactor
+
+    resolver: Any = getattr(reactor, "resolver", None)
+    return resolver if isinstance(resolver, GuardedResolver) else None
 
 
-def blocked_reason_for_host(host: str | None) -> str | None:
-    if not host:
-        return None
-    return _blocked_hosts.get(host.lower().rstrip("."))
+def blocked_reason_for_host(host: str | None, resolver: GuardedResolver | None = None) -> str | None:
+    """Why the resolver (default: the installed one) refused ``host`` in this crawl, or None."""
+    resolver = resolver or installed_resolver()
+    return resolver.blocked_reason(host) if resolver is not None else None
 
 
 # -- the resolver -----------------------------------------------------------------------------------
@@ -277,6 +295,12 @@ class GuardedResolver(CachingThreadedResolver):
         super().__init__(reactor, cache_size, timeout)
         self.guard = guard
         self.trusted_hosts = frozenset(h.lower().rstrip(".") for h in trusted_hosts)
+        # Hostnames refused, with why: a failure that surfaces later as a plain DNS error (a
+        # connection-time block after a changed DNS answer) can still be explained by the spider.
+        self.blocked: dict[str, str] = {}
+
+    def blocked_reason(self, host: str | None) -> str | None:
+        return self.blocked.get(host.lower().rstrip(".")) if host else None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, reactor: ReactorBase) -> GuardedResolver:  # type: ignore[override]
@@ -288,7 +312,7 @@ class GuardedResolver(CachingThreadedResolver):
             reactor,
             cache_size,
             settings.getfloat("DNS_TIMEOUT"),
-            guard=not settings.getbool(SETTING),
+            guard=not private_networks_allowed(settings),
             trusted_hosts=proxy_hosts(),
         )
 
@@ -324,9 +348,8 @@ class GuardedResolver(CachingThreadedResolver):
             raise self._blocked(name, message)
         return address
 
-    @staticmethod
-    def _blocked(name: str, message: str) -> BlockedAddressError:
-        _blocked_hosts[name.lower().rstrip(".")] = message
+    def _blocked(self, name: str, message: str) -> BlockedAddressError:
+        self.blocked[name.lower().rstrip(".")] = message
         log.debug("SSRF guard: %s", message)
         return BlockedAddressError(name, message)
 
@@ -346,7 +369,7 @@ class SsrfGuardMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SsrfGuardMiddleware:
-        if crawler.settings.getbool(SETTING):
+        if private_networks_allowed(crawler.settings):
             raise NotConfigured("allow_private_networks is on: SSRF guard off")
         return cls(crawler)
 
@@ -403,9 +426,5 @@ class SsrfGuardMiddleware:
 
     @staticmethod
     def _resolver() -> GuardedResolver | None:
-        from twisted.internet import reactor
-
-        resolver: Any = getattr(reactor, "resolver", None)
-        if isinstance(resolver, GuardedResolver) and resolver.guard:
-            return resolver
-        return None
+        resolver = installed_resolver()
+        return resolver if resolver is not None and resolver.guard else None
