@@ -38,16 +38,12 @@ from pipelines.store import (EMBED_SCHEME, add_unit_vectors, embed_windows, ensu
 log = logging.getLogger(__name__)
 
 METHODS = ("keyword", "bm25", "embedding", "hybrid")
-# Hybrid = min-max normalised score fusion (CombSUM), equal weights. Measured on the dev set
-# (benchmarks/bench_recall.py: 83 answerable questions over 267 pages of the Python manual, MiniLM
-# stand-in, pool 50) against the former reciprocal-rank fusion (k=60), R@3 / R@5 / R@10:
-#   RRF k=60 .602 / .687 / .831    RRF k=10 .614 / .699 / .819    RRF k=2 .614 / .711 / .807
-#   min-max, bm25 weight .5 .663 / .711 / .843 (.4: .627/.687; .6: .651/.723)   z-score .5 .651/.687/.855
-# Rank fusion throws away how far ahead a list's best hit is: a bm25 score far above the rest of its
-# list (an exact term match) or a cosine far above the others (a paraphrase) counts the same as a close
-# call, so single-list hits were pushed out of the top 5. Scaling each list to [0, 1] keeps that margin;
-# equal weights because neither list is reliably better (bm25 R@5 .675, embedding .639) and the dev set
-# is too small to tune a weight honestly (.4-.6 are within two questions of each other).
+# Hybrid = min-max normalised score fusion (CombSUM), equal weights, chosen over reciprocal-rank fusion on the
+# dev set (figures: BENCHMARKS.md, "Figures behind code comments"). Rank fusion throws away how far ahead a
+# list's best hit is: a bm25 score far above the rest of its list (an exact term match) or a cosine far above
+# the others (a paraphrase) counts the same as a close call, so single-list hits were pushed out of the top 5.
+# Scaling each list to [0, 1] keeps that margin; equal weights because neither list is reliably better and the
+# dev set is too small to tune a weight honestly.
 HYBRID_BM25_WEIGHT = 0.5
 # How many candidates each method ranks; packing and the wider retry never need more.
 DEFAULT_POOL = 50
@@ -58,10 +54,8 @@ HEADING_BOOST = 2
 # keeps their stems). And a term in the heading path counts BM25_HEADING_WEIGHT times (BM25F-style field
 # weighting). Section titles name what a section is about ("Where to patch", "Generators"), and the page
 # title is in every chunk's path. With b = 0.5 (match_bm25: 0.75) long chunks, which hold most answers in
-# reference pages, are penalised less. Measured on the dev set (83 answerable questions, BENCHMARKS.md),
-# bm25 R@3 / R@5 with stop words dropped: k1 1.2, b .75, weight 1 (match_bm25's) .627 / .723; weight 3
-# .663 / .735; b .5 .627 / .759; weight 3 and b .5 .687 / .759 (weight 2 and b .5: .687 / .771, one
-# question). Hybrid moves by at most one question either way.
+# reference pages, are penalised less. Both changes raised bm25 recall on the dev set, hybrid's by at most
+# one question (figures: BENCHMARKS.md, "Figures behind code comments").
 BM25_K1 = 1.2
 BM25_B = 0.5
 BM25_HEADING_WEIGHT = 3.0
@@ -263,8 +257,9 @@ class Selector:
         assert self.embedder is not None and self.embedding_model
         vector = _unit_length(self.embedder.embed([self.prefixes.query + question], model=self.embedding_model)[0])
         dims = len(vector)
-        # Bound as JSON text and cast in SQL: DuckDB's Python client converts a list of floats value by
-        # value (with an import look-up each), 68 ms for 384 floats against 2 ms for the string.
+        # Bound as JSON text and cast in SQL: DuckDB's Python client converts a list of floats value by value
+        # (with an import look-up each), far slower than one string (BENCHMARKS.md, "Figures behind code
+        # comments").
         params = {"q": json.dumps(vector), "model": self.vector_space, "pool": self.pool,
                   "windows": self.pool * WINDOWS_PER_DOC, **({"urls": scope} if scope else {})}
         scoped = _EMBEDDING_SCOPE if scope else ""
@@ -398,15 +393,15 @@ class Selector:
 _NO_INDEX = "the full-text index is missing; run `webqa crawl` (or `webqa run`) once to build it"
 _SCOPE = "($urls IS NULL OR list_contains($urls, url))"
 
-# How BM25_SQL computes the formula above (tests/test_select.py checks the scores against match_bm25 with
-# its parameters). It reads bm25_postings (term, doc, counts in heading and text, doc length;
+# How BM25_SQL computes the formula above (tests/test_select.py checks the scores against match_bm25 with its
+# parameters). It reads bm25_postings (term, doc, counts in heading and text, doc length;
 # pipelines/schema.py), so the per-question work is: the question's terms' rows, a sum per doc, the top
-# ``pool`` by (score, doc) on integers, and only then the text of those rows. At 100k chunks that is
-# 25-40 ms against 180-340 ms for the former query, which counted raw postings and joined every matching
-# chunk's text before ranking. The per-doc sum is taken in DECIMAL(38, 18), exact and so independent of
-# the order DuckDB's parallel aggregate adds the terms in: summed as DOUBLE, scores differed run to run in
-# the last bit, which reordered tied chunks (copies of a section on several pages) between runs. Against
-# match_bm25 scores differ by at most ~1e-15.
+# ``pool`` by (score, doc) on integers, and only then the text of those rows: several times faster than the
+# former query, which counted raw postings and joined every matching chunk's text before ranking
+# (BENCHMARKS.md, "Figures behind code comments"). The per-doc sum is taken in DECIMAL(38, 18), exact and so
+# independent of the order DuckDB's parallel aggregate adds the terms in: summed as DOUBLE, scores differed
+# run to run in the last bit, which reordered tied chunks (copies of a section on several pages) between runs.
+# Against match_bm25 scores differ by at most ~1e-15.
 BM25_SQL = """
 WITH words AS (SELECT unnest(fts_main_chunks.tokenize($q)) AS w),
 -- Stop words leave the question before stemming, as they left the text when it was indexed: match_bm25
@@ -432,14 +427,14 @@ FROM top JOIN selection_docs s USING (doc) JOIN chunks c ON c.chunk_id = s.chunk
 ORDER BY top.score DESC, top.doc
 """
 
-# Exact cosine over the unit-length copy of the cached vectors (pipelines/schema.py unit_vectors_<dims>),
-# one row per (indexed chunk, window), as a dot product with the unit-length question: no per-row cast, no
-# join before the top ``pool`` is known, ties by doc (= url, ordinal). A chunk scores as its best window
-# (pipelines.store.embed_windows). The chunks ranked by their best window are the first distinct chunks of
-# the windows ranked by score: so only the best ``pool × WINDOWS_PER_DOC`` windows are kept (a top-N
-# heap, not a group per chunk over every window: 65 against 83 ms at 165k windows). When those hold
-# fewer than ``pool`` chunks, EMBEDDING_ALL_SQL groups them all. The last column is how many windows the
-# first query kept.
+# Exact cosine over the unit-length copy of the cached vectors (pipelines/schema.py unit_vectors_<dims>), one
+# row per (indexed chunk, window), as a dot product with the unit-length question: no per-row cast, no join
+# before the top ``pool`` is known, ties by doc (= url, ordinal). A chunk scores as its best window
+# (pipelines.store.embed_windows). The chunks ranked by their best window are the first distinct chunks of the
+# windows ranked by score: so only the best ``pool × WINDOWS_PER_DOC`` windows are kept (a top-N heap, not a
+# group per chunk over every window; faster, BENCHMARKS.md, "Figures behind code comments"). When those hold
+# fewer than ``pool`` chunks, EMBEDDING_ALL_SQL groups them all. The last column is how many windows the first
+# query kept.
 WINDOWS_PER_DOC = 8
 _EMBEDDING_SCOPE = "AND v.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url))"
 # The pool's chunks with their text, best first (``top``: doc, score).

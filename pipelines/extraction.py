@@ -1,7 +1,8 @@
 """Scrapy pipeline that cleans and chunks pages in a process pool.
 
-trafilatura costs 30–90 ms of CPU per page; run on the reactor thread it would hold the whole crawl
-to ~10 pages/s on one core. A process pool keeps both cores busy while Scrapy goes on downloading.
+trafilatura costs tens of ms of CPU per page (BENCHMARKS.md, "Figures behind code comments"); run on
+the reactor thread it would cap the whole crawl on one core. A process pool keeps every core busy while
+Scrapy goes on downloading.
 """
 
 from __future__ import annotations

@@ -239,9 +239,9 @@ REBUILD_FTS = (
 )
 
 # Selection reads derived tables, rebuilt with the fts index by Store.rebuild_fts (the index is a
-# snapshot too, so they can never be fresher or staler than it). They exist for speed: at 100k chunks
-# a scan of chunks, text included, cost 190 ms per question, and the per-row FLOAT[] -> FLOAT[N] cast
-# of every cached vector most of a second (benchmarks/bench_select.py).
+# snapshot too, so they can never be fresher or staler than it). They exist for speed: a scan of chunks
+# with their text, and a per-row FLOAT[] -> FLOAT[N] cast of every cached vector, made each question slow
+# at 100k chunks (benchmarks/bench_select.py; BENCHMARKS.md, "Figures behind code comments").
 #
 # selection_docs: one row per indexed chunk; ``doc`` numbers chunks in (url, ordinal) order, the
 # selection tie-break, so the top of a ranking is found on integers alone and only the pool's rows are
@@ -280,7 +280,7 @@ def unit_vectors_table(dims: int) -> str:
     ``embeddings.vector`` is FLOAT[] because models differ in length; DuckDB's array functions need
     FLOAT[N], and casting every row per question was most of the embedding method's time. Vectors are
     scaled to length 1 when copied, so a question's cosine with each is a plain dot product
-    (array_inner_product): 83 against 98 ms per question over 165k windows, DuckDB 1.5.5, 2 cores.
+    (array_inner_product), cheaper than a cosine (BENCHMARKS.md, "Figures behind code comments").
     One row per (model, indexed chunk, window of the current scheme, bound as ``$scheme``), keyed by
     selection_docs.doc, so ranking joins nothing.
     """
@@ -334,10 +334,10 @@ def add_unit_vectors(dims: int) -> tuple[str, str]:
     )
 
 
-# Float columns are written without ALP/ALPRD compression: decompressing 100k cached 384-float vectors
-# took 350-490 ms per question against 50 ms to read them uncompressed (DuckDB 1.5.5, 2 cores), more
-# than the cosine itself. Vectors barely compress anyway. Set on every connection (see
-# pipelines/store.connect): compression is chosen when a checkpoint writes, whoever triggers it.
+# Float columns are written without ALP/ALPRD compression: decompressing the cached vectors cost more per
+# question than the cosine itself (BENCHMARKS.md, "Figures behind code comments"), and vectors barely compress
+# anyway. Set on every connection (see pipelines/store.connect): compression is chosen when a checkpoint
+# writes, whoever triggers it.
 DISABLED_COMPRESSION = "SET disabled_compression_methods = 'alp,alprd'"
 # DuckDB draws a progress bar on stdout for statements over two seconds (an index rebuild at 100k
 # chunks): noise in a cron mail and in `--json` output.

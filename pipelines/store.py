@@ -96,12 +96,11 @@ def embed_key(heading: str, text: str) -> str:
     return hashlib.sha256(embed_text(heading, text).encode("utf-8")).hexdigest()
 
 
-# Embedding models read a few hundred word pieces and silently drop the rest (Ollama's all-minilm: 256,
-# about 150-190 words of documentation): the second half of a 350-token chunk was invisible to embedding
-# selection. A chunk is embedded as overlapping windows of words, each with its heading path, and
-# scores as its best window. Measured on the dev set (BENCHMARKS.md): 150 words, overlap 30, took
-# embedding recall@5 from .699 to .771 and hybrid from .783 to .855 (simulated; the recorded figures are
-# in BENCHMARKS.md). Changing these values changes EMBED_SCHEME, so windows of the old scheme are simply
+# Embedding models read a few hundred word pieces and silently drop the rest (Ollama's all-minilm: 256, about
+# 150-190 words of documentation): the second half of a 350-token chunk was invisible to embedding selection.
+# A chunk is embedded as overlapping windows of words, each with its heading path, and scores as its best
+# window: 150 words, overlap 30, the best of the sizes tried on the dev set (figures: BENCHMARKS.md, "Figures
+# behind code comments"). Changing these values changes EMBED_SCHEME, so windows of the old scheme are simply
 # no longer used; a change to how embed_windows cuts must rename the scheme too.
 EMBED_WINDOW_WORDS = 150
 EMBED_WINDOW_OVERLAP = 30
@@ -115,8 +114,8 @@ def embed_windows(heading: str, text: str, *, words: int = EMBED_WINDOW_WORDS,
     A chunk that fits one window is embedded as ``embed_text`` gives it, so its cache key stays its
     ``embed_key``. Windows start every ``words - overlap`` words until one reaches the end, so the last
     one is often short. That is on purpose: aligning it to the end instead made it a near copy of its
-    neighbour, and on the dev set a short tail window (a code example, a closing remark) was what matched:
-    embedding recall@5 .735 with end-aligned windows against .771.
+    neighbour, and on the dev set a short tail window (a code example, a closing remark) was what matched
+    (end-aligned windows scored lower; BENCHMARKS.md, "Figures behind code comments").
     """
     tokens = text.split()
     if len(tokens) <= words:
@@ -137,9 +136,9 @@ def text_key(text: str) -> str:
 def insert_rows(conn: duckdb.DuckDBPyConnection, insert: str, rows: Sequence[Sequence[Any]], batch: int = 200) -> None:
     """Insert rows with one multi-row VALUES statement per batch.
 
-    DuckDB's executemany runs one statement per row: 7 ms a chunk, which made storing a page cost
-    more main-process CPU than cleaning it. One statement per page is about 3.5× cheaper. Values
-    stay bound as parameters; only the placeholders are generated.
+    DuckDB's executemany runs one statement per row, which made storing a page cost more
+    main-process CPU than cleaning it; one statement per page is several times cheaper (BENCHMARKS.md,
+    "Crawl throughput"). Values stay bound as parameters; only the placeholders are generated.
     """
     for start in range(0, len(rows), batch):
         part = rows[start : start + batch]

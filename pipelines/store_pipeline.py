@@ -19,11 +19,11 @@ log = logging.getLogger(__name__)
 class StorePipeline:
     """Opens the store for the crawl, records every item, rebuilds the BM25 index at the end.
 
-    Each page is its own transaction: a crawl that dies midway keeps every page stored before it.
-    The writes run on one writer thread, in arrival order: a DuckDB commit takes 20–250 ms, and on
-    the reactor thread it would hold back every request due meanwhile, so a request went out late
-    and the next one to the same host (timed from when the late one was due) came less than the
-    promised delay after it. DuckDB releases the GIL while it works.
+    Each page is its own transaction: a crawl that dies midway keeps every page stored before it. The writes
+    run on one writer thread, in arrival order: a DuckDB commit takes tens to hundreds of ms (BENCHMARKS.md,
+    "Figures behind code comments"), and on the reactor thread it would hold back every request due meanwhile,
+    so a request went out late and the next one to the same host (timed from when the late one was due) came
+    less than the promised delay after it. DuckDB releases the GIL while it works.
     """
 
     def __init__(self, crawler: Crawler, db_path: str, job_name: str | None) -> None:
