@@ -10,21 +10,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.fake_ollama import FakeOllama, user_prompt
 from tests.site_server import SiteServer
-from tests.support.run import (
-    ALL, GARDEN, LIGHTHOUSE, QUESTIONS, WEBQA, WIDGET, Crawled, crawl_site, lines, prompt_question,
+from tests.support.run import (  # noqa: F401 - crawled and db are fixtures, used by name
+    ALL, GARDEN, LIGHTHOUSE, QUESTIONS, WEBQA, WIDGET, Crawled, crawled, db, lines, prompt_question,
     prompt_sources, quoting_responder, read_jsonl, rows, webqa,
 )
 
@@ -280,18 +277,6 @@ def test_answer_and_page_changes_between_runs(tmp_path: Path, fake_ollama: FakeO
 
 # --------------------------------------------------------------------------------------------
 # Killed, interrupted and overlapping runs, on a database crawled once
-
-
-@pytest.fixture(scope="module")
-def crawled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crawled]:
-    yield from crawl_site(tmp_path_factory.mktemp("crawl"))
-
-
-@pytest.fixture
-def db(crawled: Crawled, tmp_path: Path) -> Path:
-    copy = tmp_path / "webqa.duckdb"
-    shutil.copy(crawled.db, copy)
-    return copy
 
 
 def simple_job(tmp_path: Path, questions: list[str]) -> Path:
