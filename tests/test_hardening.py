@@ -387,10 +387,12 @@ def test_middleware_is_off_when_private_networks_are_allowed() -> None:
 
 
 def test_failures_are_described_with_their_outcome() -> None:
+    resolver = GuardedResolver(None, cache_size=0, timeout=5)  # type: ignore[arg-type]
+
     def described(exc: BaseException, url: str = "http://x.example/") -> tuple[str, str]:
         failure = Failure(exc)
         failure.request = Request(url)  # type: ignore[attr-defined]
-        return describe_failure(failure, 5)
+        return describe_failure(failure, 5, resolver)
 
     assert described(BlockedRequest(blocked("127.0.0.1", "a loopback address"))) == (
         "skipped", blocked("127.0.0.1", "a loopback address"))
@@ -406,7 +408,7 @@ def test_failures_are_described_with_their_outcome() -> None:
         assert described(exc) == ("failed", "response too large: more than 10485760 bytes after decompression "
                                             "(DOWNLOAD_MAXSIZE; 10551296 bytes when stopped)")
     # A host the resolver refused at connect time shows up as a DNS failure: explained, not "DNS lookup failed".
-    ssrf.GuardedResolver._blocked("late-rebind.example", blocked("late-rebind.example (10.0.0.1)", "a private address"))
+    resolver._blocked("late-rebind.example", blocked("late-rebind.example (10.0.0.1)", "a private address"))
     assert described(CannotResolveHostError("no"), "http://late-rebind.example/x") == (
         "skipped", blocked("late-rebind.example (10.0.0.1)", "a private address"))
     assert described(CannotResolveHostError("no"), "http://other.example/x") == ("failed", "DNS lookup failed")

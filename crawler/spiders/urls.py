@@ -36,10 +36,10 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.internet import error as twisted_errors
 from twisted.python.failure import Failure
 
-from pipelines.items import FetchedPage, FetchOutcome
-from crawler.middlewares.ssrf import blocked_reason_for_host
+from crawler.middlewares.ssrf import GuardedResolver, blocked_reason_for_host
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
 from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
+from pipelines.items import FetchedPage, FetchOutcome
 
 log = logging.getLogger(__name__)
 
@@ -287,8 +287,13 @@ def looks_binary(body: bytes, sample: int = 4096) -> bool:
     return controls > len(head) * 0.02
 
 
-def describe_failure(failure: Failure, max_redirects: int | None = None) -> tuple[str, str]:
-    """Map a download failure to ``(outcome, reason)`` in words a user can act on."""
+def describe_failure(failure: Failure, max_redirects: int | None = None,
+                     resolver: GuardedResolver | None = None) -> tuple[str, str]:
+    """Map a download failure to ``(outcome, reason)`` in words a user can act on.
+
+    ``resolver`` is the SSRF guard's (default: the one installed in the reactor), asked why a host it
+    refused at connect time failed as a DNS lookup.
+    """
     exc = failure.value
     # Our own middlewares say which outcome their refusals are: the SSRF guard's "blocked: …" is a
     # policy skip like robots.txt, a Retry-After beyond the limit a failure.
@@ -327,7 +332,7 @@ def describe_failure(failure: Failure, max_redirects: int | None = None) -> tupl
         # A hostname the SSRF guard's resolver refused at connect time (its DNS answer changed after
         # the first check) surfaces as a DNS failure; say what really happened.
         request = getattr(failure, "request", None)
-        blocked = blocked_reason_for_host(_hostname(request.url)) if request is not None else None
+        blocked = blocked_reason_for_host(_hostname(request.url), resolver) if request is not None else None
         if blocked:
             return "skipped", blocked
         return "failed", "DNS lookup failed"
