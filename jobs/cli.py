@@ -276,14 +276,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError("--resume continues a run that answers questions; it cannot be combined with --dry-run")
     job = load_job(args.job)
     # Imported after the job file is read: a bad job file is reported without paying for Scrapy's import.
-    from jobs.runner import RunOptions, run_job
+    from jobs.runner import Notify, RunOptions, run_job
 
     options = RunOptions(db=Path(args.db), crawl=not args.no_crawl, out_dir=args.out, dry_run=args.dry_run,
                          refresh=args.refresh, wait_seconds=args.wait, answerer=args.answerer,
                          verbose=args.verbose, progress=_interactive(args), resume=args.resume,
                          fail_on_change=args.fail_on_change, allow_private_networks=args.allow_private_networks)
-    result = run_job(job, options, _notifier(args))
     console = _console(args)
+    result = run_job(job, options, Notify(_notifier(args), console.important))
     console.result(result.line())
     for path in result.outputs:
         console.result(f"  {path}")

@@ -586,6 +586,18 @@ class JobConfig(_Model):
     )
     output: OutputConfig = Field(default_factory=OutputConfig, validate_default=True)
     ollama: OllamaConfig = Field(default_factory=OllamaConfig)
+    scope: Literal["job", "database"] = Field(
+        "job", description="Pages questions without urls search: 'job' = the pages this job's crawls reached; "
+                           "'database' = every page in the database file.",
+    )
+    on_crawl_failure: Literal["fail", "answer_stale"] = Field(
+        "fail", description="When no page of the job could be fetched: 'fail' (exit 3, nothing answered) or "
+                            "'answer_stale' (answer from the stored copies, marked stale; exit 1).",
+    )
+    allow_degraded: StrictBool = Field(
+        False, description="Exit 0 even when the run was degraded (answered extractively because Ollama was "
+                           "down, or selected with bm25 because the embedding model was missing).",
+    )
 
     def embedding_prefixes(self) -> EmbeddingPrefixes:
         """The embedding model's task prefixes, or the ones ``selection`` sets."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from jobs.changes import CHANGED, NEW, NO_LONGER_ANSWERED, UNCHANGED, Evidence, classify, evidence_of
 from jobs.errors import ConfigError, StoreError
-from pipelines.store import RunStore
+from pipelines.store import IN_PROGRESS, RunStore
 
 # A question of the earlier run that the later run did not ask (removed from the job, or the run
 # was interrupted before it). Not one of jobs.changes' kinds: nothing can be said about its answer.
@@ -220,9 +220,9 @@ def process_alive(pid: int | None) -> bool:
 
 
 def display_status(run: dict[str, Any]) -> str:
-    """The status, with a run left 'running' by a process that is gone shown as 'killed'."""
-    if run["status"] == "running" and not process_alive(run.get("pid")):
-        return "killed"
+    """The status, with a run left in progress by a process that is gone shown as 'killed (while crawling)'."""
+    if run["status"] in IN_PROGRESS and not process_alive(run.get("pid")):
+        return "killed" if run["status"] == "running" else f"killed ({run['status']})"
     return str(run["status"])
 
 
