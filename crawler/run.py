@@ -16,7 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs.errors import ConfigError, NothingToDoError
+from jobs.errors import ConfigError, NothingToDoError, StorageFailed
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, read_url_file
 from pipelines.store import Store, utcnow
 
@@ -170,11 +170,13 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
 
 
 def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
-    """Crawl the listed URLs into ``db_path``; raises ``NothingToDoError`` when no URL could be processed."""
+    """Crawl the listed URLs into ``db_path``; raises ``NothingToDoError`` when no URL could be processed,
+    ``StorageFailed`` when the database stopped accepting writes (the crawl stopped there)."""
     from scrapy.crawler import CrawlerProcess
     from scrapy.settings import Settings
 
     from crawler.spiders.urls import UrlsSpider
+    from pipelines.store_pipeline import STORAGE_ERROR_STAT
 
     started = time.monotonic()
     db_path = Path(db_path)
@@ -212,6 +214,8 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
     counts = {k.removeprefix("webqa/count/"): int(v) for k, v in stats.items() if k.startswith("webqa/count/")}
     summary = CrawlSummary(stats.get("webqa/crawl_run_id"), counts, problems, len(fresh), time.monotonic() - started)
+    if stats.get(STORAGE_ERROR_STAT):
+        raise StorageFailed(str(stats[STORAGE_ERROR_STAT]), summary)
     if summary.crawl_run_id is None:
         raise NothingToDoError(f"the crawl did not start; rerun with -v to see Scrapy's log (database {db_path})")
     if summary.processed == 0 and not fresh:

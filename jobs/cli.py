@@ -429,6 +429,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_crawl(args: argparse.Namespace) -> int:
     from crawler.run import CrawlOptions, run_crawl
+    from jobs.errors import StorageFailed
 
     if not args.urls and not args.input:
         raise ConfigError("nothing to crawl: give URLs or -i FILE")
@@ -441,7 +442,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     )
     try:
         summary = run_crawl(options, args.db)
-    except NothingToDoError as exc:
+    except (NothingToDoError, StorageFailed) as exc:
         for problem in getattr(exc.summary, "problems", []):
             _note(args, f"Skipped {problem}")
         if exc.summary is not None:

@@ -43,6 +43,17 @@ class StoreError(WebqaError):
     """The database cannot be opened or is not a webqa database."""
 
 
+class StorageFailed(StoreError):
+    """A write to the database failed mid-crawl (a full disk, a file size limit); the crawl stopped.
+
+    The pages stored before the failure stay; ``summary`` counts only what the store committed.
+    """
+
+    def __init__(self, message: str, summary: object | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
 class LLMError(WebqaError):
     """Ollama could not give an answer (after retries)."""
 

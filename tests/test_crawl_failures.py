@@ -10,8 +10,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,3 +134,76 @@ def test_killed_run_leaves_no_process_behind(slow_site: SiteServer, tmp_path: Pa
     command = [sys.executable, "-m", "jobs.cli", "run", str(job), "--db", str(tmp_path / "w.duckdb"),
                "--out", str(tmp_path / "out")]
     kill_mid_crawl_and_watch_children(command, slow_site)
+
+
+# -- a full disk -----------------------------------------------------------------------------
+
+
+def _mount_tmpfs(folder: Path, size: str) -> bool:
+    """A small tmpfs at ``folder`` (a real ENOSPC), when this machine lets us mount one (root, no seccomp)."""
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _limit_file_size(limit: int) -> Callable[[], None]:
+    """preexec_fn: writes past ``limit`` bytes fail with EFBIG ("File too large") instead of killing the process."""
+    def apply() -> None:
+        import resource
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], None] | None]]:
+    """A folder whose disk fills after about 3 MB: a tmpfs, or else a file size limit for the crawl."""
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    if _mount_tmpfs(folder, "3m"):
+        try:
+            yield folder, None
+        finally:
+            subprocess.run(["umount", "-l", str(folder)], capture_output=True, timeout=30)
+    else:
+        yield folder, _limit_file_size(3 * 1024 * 1024)
+
+
+def test_full_disk_stops_the_crawl_with_one_error_and_exit_3(site: SiteServer, small_disk: tuple[Path, Any],
+                                                             tmp_path: Path) -> None:
+    from tests.test_crawl import prose, rows, summary
+
+    folder, preexec = small_disk
+    urls = []
+    for i in range(40):  # about 72 KB of HTML and as much text each: far more than the disk holds
+        body = "".join(f"<p>{prose(f'p{i} s{k}', 8)}</p>" for k in range(60))
+        site.add(0, f"/p{i}.html", page(f"Page {i}", extra=body))
+        urls.append(site.url(0, f"/p{i}.html"))
+    db = folder / "webqa.duckdb"
+
+    result = subprocess.run([sys.executable, "-m", "jobs.cli", "-q", "crawl", *urls, "--db", str(db), "--delay", "0"],
+                            cwd=REPO, capture_output=True, text=True, timeout=300, preexec_fn=preexec)
+
+    assert result.returncode == 3, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, result.stderr
+    assert str(db) in errors[0] and ("No space left on device" in errors[0] or "File too large" in errors[0]), errors[0]
+    counts = summary(result, "stderr")
+    assert 0 < counts["fetched"] < len(urls)  # the disk filled midway
+
+    # A copy on a disk with room: DuckDB may need space to replay its write-ahead log.
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for file in folder.glob("webqa.duckdb*"):
+        (copy / file.name).write_bytes(file.read_bytes())
+    stored = {url for (url,) in rows(copy / "webqa.duckdb", "SELECT url FROM pages")}
+    assert len(stored) == counts["fetched"] == counts["new"]  # every page called fetched is stored
+    assert stored <= set(urls)
+    statuses = [status for (_, status) in rows(copy / "webqa.duckdb", "SELECT crawl_run_id, status FROM crawl_runs")]
+    assert statuses and statuses[-1] != "done", statuses
+
