@@ -57,6 +57,8 @@ class CrawlOptions:
     refresh: bool = False
     job_name: str | None = None
     extract_workers: int = 0
+    # Stop the crawl gracefully after this many seconds (Scrapy's CLOSESPIDER_TIMEOUT); None: no bound.
+    max_duration: float | None = None
     verbose: bool = False
     progress: bool = False
     extra_settings: dict[str, Any] = field(default_factory=dict)
@@ -69,6 +71,8 @@ class CrawlSummary:
     problems: list[UrlProblem]
     fresh: int
     seconds: float
+    # crawl.max_duration when the crawl was stopped by it, else None.
+    stopped_after: float | None = None
 
     def count(self, key: str) -> int:
         return int(self.counts.get(key, 0) or 0)
@@ -86,6 +90,7 @@ class CrawlSummary:
             f"skipped {self.count('skipped')}, failed {self.count('failed')}; "
             f"HTML {self.count('html_bytes') / MB:.2f} MB → text {self.count('text_bytes') / MB:.2f} MB; "
             f"chunks written {self.count('chunks')}"
+            + (f"; stopped after {self.stopped_after:g} s (crawl.max_duration)" if self.stopped_after else "")
         )
 
 
@@ -165,6 +170,8 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
     }
     if options.extract_workers:
         settings["WEBQA_EXTRACT_WORKERS"] = options.extract_workers
+    if options.max_duration:
+        settings["CLOSESPIDER_TIMEOUT"] = options.max_duration
     settings.update(options.extra_settings)
     return settings
 
@@ -213,14 +220,17 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
 
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
     counts = {k.removeprefix("webqa/count/"): int(v) for k, v in stats.items() if k.startswith("webqa/count/")}
-    summary = CrawlSummary(stats.get("webqa/crawl_run_id"), counts, problems, len(fresh), time.monotonic() - started)
+    stopped_after = options.max_duration if stats.get("finish_reason") == "closespider_timeout" else None
+    summary = CrawlSummary(stats.get("webqa/crawl_run_id"), counts, problems, len(fresh), time.monotonic() - started,
+                           stopped_after)
     if stats.get(STORAGE_ERROR_STAT):
         raise StorageFailed(str(stats[STORAGE_ERROR_STAT]), summary)
     if summary.crawl_run_id is None:
         raise NothingToDoError(f"the crawl did not start; rerun with -v to see Scrapy's log (database {db_path})")
     if summary.processed == 0 and not fresh:
+        stopped = f", stopped after {stopped_after:g} s (crawl.max_duration)" if stopped_after else ""
         raise NothingToDoError(
-            f"no URL could be fetched ({summary.count('failed')} failed, {summary.count('skipped')} skipped); "
+            f"no URL could be fetched ({summary.count('failed')} failed, {summary.count('skipped')} skipped{stopped}); "
             f"see `SELECT url, reason FROM fetch_log WHERE crawl_run_id = {summary.crawl_run_id}` in {db_path}",
             summary,
         )

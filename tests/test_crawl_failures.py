@@ -207,3 +207,66 @@ def test_full_disk_stops_the_crawl_with_one_error_and_exit_3(site: SiteServer, s
     statuses = [status for (_, status) in rows(copy / "webqa.duckdb", "SELECT crawl_run_id, status FROM crawl_runs")]
     assert statuses and statuses[-1] != "done", statuses
 
+
+# -- a bound on the crawl's duration ---------------------------------------------------------
+
+
+def test_max_duration_stops_gracefully_keeps_what_was_fetched_and_exits_1(site: SiteServer, tmp_path: Path) -> None:
+    from tests.test_crawl import pages, rows
+
+    site.add(0, "/fast.html", page("Fast page"))
+    # In flight when the bound passes: it is still stored; the link found on it is never followed.
+    site.slow(1, "/slow.html", 4, page("Slow page", links=["/child.html"]))
+    site.add(1, "/child.html", page("Child page"))
+    fast, slow = site.url(0, "/fast.html"), site.url(1, "/slow.html")
+    db = tmp_path / "w.duckdb"
+
+    result = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "crawl", fast, slow, "--depth", "1", "--max-duration", "1.5",
+         "--db", str(db), "--delay", "0"],
+        cwd=REPO, capture_output=True, text=True, timeout=120)
+
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("Crawled in ")]
+    assert line.endswith("stopped after 1.5 s (crawl.max_duration)"), line
+    assert "fetched 2 " in line, line
+    assert set(pages(db)) == {fast, slow}
+    assert not site.requests_for(1, "/child.html")
+    assert rows(db, "SELECT status FROM crawl_runs") == [("timed_out",)]
+
+
+def test_max_duration_with_nothing_fetched_exits_3(site: SiteServer, tmp_path: Path) -> None:
+    site.slow(0, "/slow.html", 30, page("Slow page"))
+    db = tmp_path / "w.duckdb"
+
+    result = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "-q", "crawl", site.url(0, "/slow.html"), "--max-duration", "1",
+         "--timeout", "2", "--db", str(db), "--delay", "0"],
+        cwd=REPO, capture_output=True, text=True, timeout=120)
+
+    assert result.returncode == 3, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "stopped after 1 s (crawl.max_duration)" in errors[0], result.stderr
+    from tests.test_crawl import rows
+
+    assert rows(db, "SELECT status FROM crawl_runs") == [("timed_out",)]
+
+
+def test_max_duration_in_the_job_and_on_the_command_line(tmp_path: Path) -> None:
+    from crawler.run import CrawlOptions, crawl_settings
+    from jobs.cli import build_parser
+    from jobs.config import parse_job
+
+    base = "name: t\nurls: [https://example.org/]\nquestions:\n  - Why is the sky blue?\n"
+    assert parse_job(base + "crawl:\n  max_duration: 600\n").crawl.max_duration == 600.0
+    assert parse_job(base).crawl.max_duration is None
+    with pytest.raises(Exception, match="max_duration"):
+        parse_job(base + "crawl:\n  max_duration: 0\n")
+    assert build_parser().parse_args(["crawl", "--max-duration", "90", "x"]).max_duration == 90.0
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(["crawl", "--max-duration", "0", "x"])
+    assert exit_info.value.code == 2
+    settings = crawl_settings(CrawlOptions(max_duration=90.0), tmp_path / "w.duckdb", {})
+    assert settings["CLOSESPIDER_TIMEOUT"] == 90.0
+    assert "CLOSESPIDER_TIMEOUT" not in crawl_settings(CrawlOptions(), tmp_path / "w.duckdb", {})
