@@ -166,7 +166,12 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
         "LOG_LEVEL": "DEBUG" if options.verbose else "ERROR",
         # The CLI installs its own handler with the level the user asked for.
         "LOG_INSTALL_ROOT_HANDLER": False,
-        "EXTENSIONS": {"crawler.progress.ProgressReporter": 500},
+        "EXTENSIONS": {
+            "crawler.progress.ProgressReporter": 500,
+            # Same settings; a CLOSESPIDER_TIMEOUT (crawl.max_duration) also drops requests not yet sent.
+            "scrapy.extensions.closespider.CloseSpider": None,
+            "crawler.closespider.BoundedCloseSpider": 0,
+        },
     }
     if options.extract_workers:
         settings["WEBQA_EXTRACT_WORKERS"] = options.extract_workers

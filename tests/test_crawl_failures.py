@@ -236,6 +236,31 @@ def test_max_duration_stops_gracefully_keeps_what_was_fetched_and_exits_1(site: 
     assert rows(db, "SELECT status FROM crawl_runs") == [("timed_out",)]
 
 
+def test_max_duration_drops_requests_waiting_for_their_hosts_delay(site: SiteServer, tmp_path: Path) -> None:
+    """Scrapy's graceful close would still send every request already queued in a host's slot: with a
+    1 s delay, ten pages on one host all went out after a 2 s bound."""
+    from tests.test_crawl import fetch_log, pages
+
+    urls = []
+    for i in range(10):
+        site.add(0, f"/p{i}.html", page(f"Page {i}"))
+        urls.append(site.url(0, f"/p{i}.html"))
+    db = tmp_path / "w.duckdb"
+
+    result = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "crawl", *urls, "--max-duration", "2", "--db", str(db), "--delay", "1"],
+        cwd=REPO, capture_output=True, text=True, timeout=120)
+
+    assert result.returncode == 1, result.stderr[-3000:]
+    requested = {record.path for record in site.requests_for(0)} - {"/robots.txt"}
+    assert 0 < len(requested) < len(urls), requested
+    log = fetch_log(db)
+    not_sent = {url for url, (outcome, reason, _) in log.items()
+                if (outcome, reason) == ("skipped", "not fetched: the crawl reached crawl.max_duration")}
+    assert not_sent and not_sent.isdisjoint(pages(db))
+    assert set(pages(db)) | not_sent == set(urls)  # every URL is either stored or recorded as not sent
+
+
 def test_max_duration_with_nothing_fetched_exits_3(site: SiteServer, tmp_path: Path) -> None:
     site.slow(0, "/slow.html", 30, page("Slow page"))
     db = tmp_path / "w.duckdb"
