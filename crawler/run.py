@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs.errors import ConfigError, Interrupted, NothingToDoError
+from jobs.errors import ConfigError, Interrupted, NothingToDoError, StorageFailed
 from crawler.urllist import ListedUrl, NotARegularFileError, UrlProblem, collect_urls, read_url_file
 from pipelines.store import Store, utcnow
 
@@ -59,6 +59,8 @@ class CrawlOptions:
     fresh_since: datetime | None = None
     job_name: str | None = None
     extract_workers: int = 0
+    # Stop the crawl gracefully after this many seconds (Scrapy's CLOSESPIDER_TIMEOUT); None: no bound.
+    max_duration: float | None = None
     verbose: bool = False
     progress: bool = False
     extra_settings: dict[str, Any] = field(default_factory=dict)
@@ -72,6 +74,8 @@ class CrawlSummary:
     fresh: int
     seconds: float
     interrupted: str | None = None  # the signal that stopped the crawl, e.g. "SIGTERM"
+    # crawl.max_duration when the crawl was stopped by it, else None.
+    stopped_after: float | None = None
 
     def count(self, key: str) -> int:
         return int(self.counts.get(key, 0) or 0)
@@ -97,6 +101,7 @@ class CrawlSummary:
             f"HTML {self.count('html_bytes') / MB:.2f} MB → text {self.count('text_bytes') / MB:.2f} MB; "
             f"chunks written {self.count('chunks')}"
             + (f"; gone {self.gone} (no longer reached by the job)" if self.gone else "")
+            + (f"; stopped after {self.stopped_after:g} s (crawl.max_duration)" if self.stopped_after else "")
         )
 
 
@@ -192,21 +197,30 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
         "LOG_LEVEL": "DEBUG" if options.verbose else "ERROR",
         # The CLI installs its own handler with the level the user asked for.
         "LOG_INSTALL_ROOT_HANDLER": False,
-        "EXTENSIONS": {"crawler.progress.ProgressReporter": 500},
+        "EXTENSIONS": {
+            "crawler.progress.ProgressReporter": 500,
+            # Same settings; a CLOSESPIDER_TIMEOUT (crawl.max_duration) also drops requests not yet sent.
+            "scrapy.extensions.closespider.CloseSpider": None,
+            "crawler.closespider.BoundedCloseSpider": 0,
+        },
     }
     if options.extract_workers:
         settings["WEBQA_EXTRACT_WORKERS"] = options.extract_workers
+    if options.max_duration:
+        settings["CLOSESPIDER_TIMEOUT"] = options.max_duration
     settings.update(options.extra_settings)
     return settings
 
 
 def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
-    """Crawl the listed URLs into ``db_path``; raises ``NothingToDoError`` when no URL could be processed."""
+    """Crawl the listed URLs into ``db_path``; raises ``NothingToDoError`` when no URL could be processed,
+    ``StorageFailed`` when the database stopped accepting writes (the crawl stopped there)."""
     from scrapy.crawler import CrawlerProcess
     from scrapy.settings import Settings
 
     from crawler.shutdown import GracefulShutdown
     from crawler.spiders.urls import UrlsSpider
+    from pipelines.store_pipeline import STORAGE_ERROR_STAT
 
     started = time.monotonic()
     db_path = Path(db_path)
@@ -250,9 +264,11 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
 
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
     counts = {k.removeprefix("webqa/count/"): int(v) for k, v in stats.items() if k.startswith("webqa/count/")}
+    stopped_after = options.max_duration if stats.get("finish_reason") == "closespider_timeout" else None
     summary = CrawlSummary(stats.get("webqa/crawl_run_id"), counts, problems, counts.get("fresh", 0),
-                           time.monotonic() - started,
-                           interrupted=shutdown.signal_name)
+                           time.monotonic() - started, interrupted=shutdown.signal_name, stopped_after=stopped_after)
+    if stats.get(STORAGE_ERROR_STAT):
+        raise StorageFailed(str(stats[STORAGE_ERROR_STAT]), summary)
     if shutdown.signal_name is not None:
         if shutdown.immediate and summary.crawl_run_id is not None:
             _mark_interrupted(db_path, summary)
@@ -262,8 +278,9 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
     if summary.crawl_run_id is None:
         raise NothingToDoError(f"the crawl did not start; rerun with -v to see Scrapy's log (database {db_path})")
     if summary.processed == 0 and not summary.fresh:
+        stopped = f", stopped after {stopped_after:g} s (crawl.max_duration)" if stopped_after else ""
         raise NothingToDoError(
-            f"no URL could be fetched ({summary.count('failed')} failed, {summary.count('skipped')} skipped); "
+            f"no URL could be fetched ({summary.count('failed')} failed, {summary.count('skipped')} skipped{stopped}); "
             f"see `SELECT url, reason FROM fetch_log WHERE crawl_run_id = {summary.crawl_run_id}` in {db_path}",
             summary,
         )

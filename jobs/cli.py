@@ -37,6 +37,7 @@ def _argument(convert: Callable[[str], Any], what: str, ok: Callable[[Any], bool
 
 
 _positive_float = _argument(float, "a number of seconds", lambda v: v >= 0, "a number ≥ 0")
+_duration = _argument(float, "a number of seconds", lambda v: v > 0, "a number > 0")
 _similarity = _argument(float, "a number between 0 and 1", lambda v: 0 < v <= 1, "a number between 0 and 1")
 _non_negative_int = _argument(int, "a whole number", lambda v: v >= 0, "a whole number ≥ 0")
 _run_id = _argument(int, "a run id (a whole number, see `webqa runs`)", lambda v: v >= 1, "a run id ≥ 1")
@@ -156,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="largest body accepted, counted after decompression (default 10 MiB)")
     crawl.add_argument("--allow-private-networks", action="store_true",
                        help="crawl loopback, private and link-local addresses (intranets); see SECURITY.md")
+    crawl.add_argument("--max-duration", type=_duration, default=None, metavar="SECONDS",
+                       help="stop after this long, keeping what was fetched (exit 1); default: no bound")
     crawl.set_defaults(handler=cmd_crawl)
 
     run = sub.add_parser("run", help="crawl and answer every question of a job file",
@@ -464,6 +467,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_crawl(args: argparse.Namespace) -> int:
     from crawler.run import CrawlOptions, run_crawl
+    from jobs.errors import StorageFailed
 
     if not args.urls and not args.input:
         raise ConfigError("nothing to crawl: give URLs or -i FILE")
@@ -472,7 +476,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         allow=args.allow, deny=args.deny, contact=args.contact, obey_robots=not args.ignore_robots,
         extract_workers=args.workers, verbose=args.verbose, progress=_interactive(args),
         timeout=args.timeout, max_bytes=args.max_bytes or 10 * 1024 * 1024,
-        allow_private_networks=args.allow_private_networks,
+        allow_private_networks=args.allow_private_networks, max_duration=args.max_duration,
     )
     try:
         summary = run_crawl(options, args.db)
@@ -480,7 +484,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         if exc.summary is not None:
             _console(args).important(exc.summary.line())  # type: ignore[attr-defined]
         raise
-    except NothingToDoError as exc:
+    except (NothingToDoError, StorageFailed) as exc:
         for problem in getattr(exc.summary, "problems", []):
             _note(args, f"Skipped {problem}")
         if exc.summary is not None:
@@ -489,7 +493,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     for problem in summary.problems:
         _note(args, f"Skipped {problem}")
     _console(args).result(summary.line())
-    return ExitCode.OK if summary.count("failed") == 0 else ExitCode.PARTIAL
+    # A crawl stopped by --max-duration left URLs unfetched: partial, like failed ones.
+    return ExitCode.OK if summary.count("failed") == 0 and not summary.stopped_after else ExitCode.PARTIAL
 
 
 def _interactive(args: argparse.Namespace) -> bool:

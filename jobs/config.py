@@ -354,6 +354,9 @@ class CrawlConfig(_Model):
     )
     timeout: PosFloat = Field(30.0, description="Seconds before a request is abandoned.")
     max_bytes: PosInt = Field(10_485_760, description="Largest response body accepted, in bytes.")
+    max_duration: PosFloat | None = Field(
+        None, description="Stop the crawl gracefully after this many seconds; null = no bound."
+    )
     hosts: dict[str, HostOverride] = Field(default_factory=dict, description="Per-host overrides.")
 
     @field_validator("recrawl_after", mode="before", json_schema_input_type=str | None)

@@ -86,6 +86,7 @@ class CrawlReport:
     stale: dict[str, datetime] = field(default_factory=dict)  # URL → when its stored copy was fetched
     nothing_fetched: bool = False  # the crawl had work and none of it reached a server successfully
     gone: int = 0
+    stopped_after: float | None = None  # crawl.max_duration, when it cut the crawl short
 
     def problem_lines(self) -> list[str]:
         """The first few failed URLs with their reasons, for the console even under --quiet."""
@@ -132,6 +133,8 @@ def verdict(*, counts: dict[str, int], crawl: CrawlReport, degraded: list[str], 
         reasons.append(f"{len(crawl.failures)} URLs could not be fetched")
     if crawl.stale:
         reasons.append(f"{len(crawl.stale)} pages answered from stale copies")
+    if crawl.stopped_after:
+        reasons.append(f"the crawl stopped after {crawl.stopped_after:g} s (crawl.max_duration)")
     if degraded and not allow_degraded and not dry_run:
         reasons.append("degraded: " + "; ".join(degraded))
     if reasons:
@@ -199,6 +202,7 @@ def crawl_options(job: JobConfig, options: RunOptions, fresh_since: datetime | N
         allow_private_networks=crawl.allow_private_networks or options.allow_private_networks,
         timeout=crawl.timeout, max_bytes=crawl.max_bytes,
         recrawl_after=crawl.recrawl_after, refresh=options.refresh, fresh_since=fresh_since, job_name=job.name,
+        max_duration=crawl.max_duration,
         verbose=options.verbose, progress=options.progress,
     )
 
@@ -347,6 +351,11 @@ class _Run:
         summary: Any = None
         try:
             summary = run_crawl(crawl_options(self.job, self.options, fresh_since), self.options.db)
+        except (Interrupted, StorageError) as exc:
+            summary = getattr(exc, "summary", None)
+            if summary is not None:
+                self.notify.important(summary.line())
+            raise
         except NothingToDoError as exc:
             summary = exc.summary
             self.crawl.nothing_fetched = True
@@ -355,6 +364,7 @@ class _Run:
         self.crawl.crawl_run_id = getattr(summary, "crawl_run_id", None)
         self.crawl.line = summary.line() if summary is not None else None
         self.crawl.gone = int(getattr(summary, "gone", 0) or 0)
+        self.crawl.stopped_after = getattr(summary, "stopped_after", None)
         for problem in getattr(summary, "problems", []):
             self.notify(f"Skipped {problem}")
         self._read_crawl_outcomes()

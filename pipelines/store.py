@@ -307,10 +307,22 @@ class Store:
         try:
             yield
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             raise
         else:
-            self.conn.execute("COMMIT")
+            try:
+                self.conn.execute("COMMIT")
+            except duckdb.Error:
+                self._rollback()  # a commit the disk refused must not leave the connection mid-transaction
+                raise
+
+    def _rollback(self) -> None:
+        try:
+            self.conn.execute("ROLLBACK")
+        except duckdb.Error as exc:
+            # After a failed write (a full disk) DuckDB may refuse the rollback too; the error that
+            # caused it says more than this one, so that one is raised.
+            log.debug("Rollback failed: %s", exc)
 
     # -- crawl runs ----------------------------------------------------------------------------
 
