@@ -210,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Answer one question from the chunks already in the database.")
     ask.add_argument("question", help="the question")
     ask.add_argument("--url", action="append", default=[], metavar="URL", help="only search this page; repeatable")
+    ask.add_argument("--job", metavar="NAME",
+                     help="only search the pages that job's crawls reached (default: the whole database)")
     _add_db(ask)
     ask.add_argument("--method", choices=("keyword", "bm25", "embedding", "hybrid"), default="hybrid")
     ask.add_argument("--top-k", type=_non_negative_int, default=6, help="chunks sent to the answerer (default 6)")
@@ -364,6 +366,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
             raise NothingToDoError(f"{args.db} holds no chunks; run `webqa crawl URL… --db {args.db}` first")
         if store.fts_is_stale():
             store.rebuild_fts()
+        if args.job:
+            # The pages that job's crawls reached, as `webqa run` searches them.
+            job_pages = store.stored_urls(store.job_page_urls(args.job))
+            if not job_pages:
+                raise ConfigError(f"--job {args.job}: no stored page was reached by a crawl of that job; "
+                                  "check the name (webqa runs lists the jobs)")
+            urls = urls or job_pages  # --url narrows further
         selector = Selector(store.conn, embedder=embedder, embedding_model=args.embedding_model if embedder else None,
                             ensure_fts=store.load_fts, embedding_unavailable=embedding_unavailable)
         ask = AskSettings(method=args.method, top_k=max(1, args.top_k), token_budget=max(1, args.budget),

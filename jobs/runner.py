@@ -36,7 +36,7 @@ from jobs.errors import (DatabaseLockedError, ExitCode, Interrupted, LLMUnavaila
 from jobs.history import RunDiff, change_line, compare_runs, evidence_from_row, process_alive, render_diff
 from jobs.llm import OllamaSettings, connect
 from jobs.lock import RunLock
-from jobs.report import answer_row_json, markdown_report, outcome_json, write_csv, write_jsonl_line
+from jobs.report import answer_row_json, outcome_json, write_csv, write_jsonl_line, write_markdown_report
 from jobs.select import Selector
 from pipelines.store import IN_PROGRESS, RunStore
 
@@ -84,6 +84,7 @@ class CrawlReport:
     failures: list[dict[str, Any]] = field(default_factory=list)  # URLs that failed, or were blocked
     skipped: list[dict[str, Any]] = field(default_factory=list)  # skipped by policy (robots.txt, not HTML, …)
     stale: dict[str, datetime] = field(default_factory=dict)  # URL → when its stored copy was fetched
+    removed: set[str] = field(default_factory=set)  # stored pages whose server now answers 404 or 410
     nothing_fetched: bool = False  # the crawl had work and none of it reached a server successfully
     gone: int = 0
     stopped_after: float | None = None  # crawl.max_duration, when it cut the crawl short
@@ -381,6 +382,10 @@ class _Run:
         with RunStore.open(self.options.db) as store:
             rows = store.crawl_failures(self.crawl.crawl_run_id)
         for row in rows:
+            if row["status"] in (404, 410) and row["stored_fetched_at"] is not None:
+                # The page was removed: a page change (`gone` in the report and `webqa diff`), not an outage.
+                self.crawl.removed.add(row["url"])
+                continue
             failed = row["outcome"] == "failed" or str(row["reason"]).startswith("blocked")
             (self.crawl.failures if failed else self.crawl.skipped).append(row)
             if row["stored_fetched_at"] is not None:
@@ -451,14 +456,14 @@ def _job_scope(store: RunStore, job: JobConfig, crawl: CrawlReport) -> list[str]
     """The pages a question without ``urls`` searches: the job's own, or None for the whole database.
 
     A job's pages are its listed URLs (and the questions' urls) plus the pages its crawls reached
-    within its depth (``job_pages``). ``scope: database``, or a job that lists no URL at all, searches
-    every stored page.
+    within its depth (``job_pages``), less the pages their server says are gone (404, 410).
+    ``scope: database``, or a job that lists no URL at all, searches every stored page.
     """
-    listed = _job_page_urls(job)
-    if job.scope == "database" or listed is None:
+    if job.scope == "database" or (not job.urls and job.urls_file is None):
         return None
+    listed = _job_page_urls(job) or []
     reached = store.job_page_urls(job.name)
-    return sorted(set(listed) | set(reached))
+    return sorted((set(listed) | set(reached)) - crawl.removed)
 
 
 class _Changes:
@@ -554,7 +559,9 @@ def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
         if store.fts_is_stale():
             store.rebuild_fts()
         scope = _job_scope(store, job, crawl)
-        if scope is not None and not store.stored_urls(scope):
+        if scope is not None:
+            scope = store.stored_urls(scope)  # a listed URL never fetched is reported by the crawl, not per question
+        if scope is not None and not scope:
             raise NothingToDoError(f"no page of job {job.name} is stored; nothing to answer from "
                                    "(check the crawl above, or set scope: database to search every stored page)")
         if run.resume is None or run.resume.get("phase") == "crawl":
@@ -639,8 +646,10 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
                 if spec.id in results:
                     _mark_stale(results[spec.id], crawl.stale)
                     write_jsonl_line(jsonl, results[spec.id])
+            done_ids = set(results)
+            results.clear()  # from here on the JSONL file holds the results: memory does not grow with them
             pending: dict[Future[Outcome], QuestionSpec] = {}
-            queue = [s for s in specs if s.id not in results]
+            queue = [s for s in specs if s.id not in done_ids]
             while queue or pending:
                 while queue and len(pending) < parallel and not stop.is_set() and fatal is None:
                     spec = queue.pop(0)
@@ -680,10 +689,10 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
                         # was not answered, and a later run of the job asks it again.
                         obj["change"] = changes.record(spec, outcome.error)
                     _mark_stale(obj, crawl.stale)
-                    results[spec.id] = obj
+                    done_ids.add(spec.id)
                     write_jsonl_line(jsonl, obj)
                     _count(counts, outcome, options.dry_run)
-                    notify(_progress_line(len(results), len(specs), obj, options.dry_run))
+                    notify(_progress_line(len(done_ids), len(specs), obj, options.dry_run))
             interrupted = stop.is_set() and bool(queue)
     except OSError as exc:
         if _is_storage_failure(exc):
@@ -692,7 +701,7 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
     finally:
         # A second signal leaves a question waiting on the model: do not wait for it here.
         pool.shutdown(wait=False, cancel_futures=True)
-    ordered = [results[s.id] for s in specs if s.id in results]
+    order = [s.id for s in specs]
     diff = None
     if not options.dry_run and fatal is None and not interrupted:
         diff = compare_runs(store, previous_run_id, run_id, order=[s.id for s in specs])
@@ -707,7 +716,7 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
     store.finish_run(run_id, result.status, counts, notes="; ".join(notes) or None, exit_code=int(result.exit_code),
                      reason=result.reason, resumable=result.status == "interrupted")
     try:
-        outputs = _write_reports(job, out_dir, run_id, result, counts, ordered, notices, crawl, jsonl_path, diff)
+        outputs = _write_reports(job, out_dir, run_id, result, counts, order, notices, crawl, jsonl_path, diff)
     except OSError as exc:
         if _is_storage_failure(exc):
             raise storage_error(exc, f"{out_dir}: cannot write the reports") from None
@@ -716,7 +725,7 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
         raise fatal
     if interrupted:
         notify.important(f"Interrupted: run {run_id} stopped after the questions in hand; "
-                         f"{len(results)}/{len(specs)} answered; `webqa run --resume` answers the rest")
+                         f"{len(done_ids)}/{len(specs)} answered; `webqa run --resume` answers the rest")
     return RunResult(run_id, result.status, result.exit_code, counts, outputs, notices, crawl.line,
                      dry_run=options.dry_run, diff=diff, resumed=resumed, reason=result.reason)
 
@@ -764,14 +773,29 @@ def _progress_line(done: int, total: int, obj: dict[str, Any], dry_run: bool) ->
     return f"{prefix}: {obj.get('confidence')} confidence, {grounded}, attempt {obj.get('attempt')}"
 
 
+def read_back(jsonl_path: Path, order: list[str]) -> Iterator[dict[str, Any]]:
+    """The run's results from its JSONL file, in job order, one at a time (the last line per question wins)."""
+    offsets: dict[str, int] = {}
+    with jsonl_path.open("rb") as stream:
+        while True:
+            offset = stream.tell()
+            line = stream.readline()
+            if not line:
+                break
+            try:
+                offsets[str(json.loads(line)["question_id"])] = offset
+            except (ValueError, KeyError, TypeError):
+                continue
+        for question_id in order:
+            if question_id in offsets:
+                stream.seek(offsets[question_id])
+                yield json.loads(stream.readline())
+
+
 def _write_reports(job: JobConfig, out_dir: Path, run_id: int, result: Verdict, counts: dict[str, int],
-                   results: list[dict[str, Any]], notices: list[str], crawl: CrawlReport,
+                   order: list[str], notices: list[str], crawl: CrawlReport,
                    jsonl_path: Path, diff: RunDiff | None = None) -> list[Path]:
     outputs = []
-    if "jsonl" in job.output.formats:
-        outputs.append(jsonl_path)
-    else:
-        jsonl_path.unlink(missing_ok=True)
     if "markdown" in job.output.formats:
         status = result.status + (f" ({result.reason})" if result.reason and result.status != "done" else "")
         summary = [f"run {run_id}: {status}", f"questions: {counts['questions']}, answered: {counts['answered']}, "
@@ -785,10 +809,15 @@ def _write_reports(job: JobConfig, out_dir: Path, run_id: int, result: Verdict, 
         summary += [f"notice: {n}" for n in notices]
         preamble = render_diff(diff) if diff is not None else []
         path = out_dir / "report.md"
-        path.write_text(markdown_report(f"{job.name} — run {run_id}", summary, results, preamble), encoding="utf-8")
+        with path.open("w", encoding="utf-8") as out:
+            write_markdown_report(out, f"{job.name} — run {run_id}", summary, read_back(jsonl_path, order), preamble)
         outputs.append(path)
     if "csv" in job.output.formats:
         path = out_dir / "answers.csv"
-        write_csv(path, results)
+        write_csv(path, read_back(jsonl_path, order))
         outputs.append(path)
+    if "jsonl" in job.output.formats:
+        outputs.insert(0, jsonl_path)
+    else:
+        jsonl_path.unlink(missing_ok=True)
     return outputs

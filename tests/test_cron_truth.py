@@ -181,6 +181,17 @@ def test_a_job_answers_from_its_own_pages_only(tmp_path: Path, llm: FakeOllama) 
     assert "8731" not in json.dumps(answers["port"])
     assert failed.returncode == 3, failed.stderr
     assert rows(db, "SELECT count(*) AS n FROM answers WHERE run_id = 3")[0]["n"] == 0
+    # `webqa ask` searches the whole database unless told which job's pages to search.
+    question = QUESTIONS["port"][0]
+    everywhere = json.loads(webqa("ask", question, "--db", db, "--dry-run", "--json", "--method", "bm25").stdout)
+    beta_only = json.loads(webqa("ask", question, "--db", db, "--dry-run", "--json", "--method", "bm25",
+                                 "--job", "beta").stdout)
+    assert any("widget" in s["url"] for s in everywhere["sources"])
+    assert {s["url"] for s in beta_only["sources"]} == {lighthouse}
+    unknown = webqa("ask", question, "--db", db, "--dry-run", "--job", "nosuch")
+    assert unknown.returncode == 2 and lines(unknown.stderr) == [
+        "Error: --job nosuch: no stored page was reached by a crawl of that job; check the name (webqa runs lists "
+        "the jobs)"]
 
 
 def test_scope_database_searches_every_page(tmp_path: Path, llm: FakeOllama) -> None:
@@ -262,6 +273,34 @@ def test_a_signal_during_the_crawl_stops_it_soon_and_resume_finishes(tmp_path: P
         final = the_run(db)
         assert final["run_id"] == record["run_id"] and final["status"] == "done" and final["resumed"] == 1
         assert len(read_jsonl(run_folder(out, final["run_id"]) / "answers.jsonl")) == 2
+    finally:
+        site.stop()
+
+
+def test_webqa_crawl_stops_on_the_first_sigterm_and_at_once_on_the_second(tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    site, urls = slow_site(10, 1.0)
+    try:
+        for second_signal in (False, True):
+            site.reset_log()
+            proc = subprocess.Popen([*WEBQA, "-q", "crawl", *urls, "--db", str(db), "--delay", "0.2", "--refresh"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            wait_until(lambda: len(page_requests(site)) >= 2)
+            proc.send_signal(signal.SIGTERM)
+            if second_signal:
+                time.sleep(0.2)
+                proc.send_signal(signal.SIGTERM)
+            _out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 130, err
+            assert "Traceback" not in err
+            summary = [line for line in lines(err) if line.startswith("Crawl interrupted by SIGTERM")]
+            assert summary and "skipped" in summary[0], err
+            assert lines(err)[-1].startswith("Interrupted: SIGTERM: the crawl stopped")
+            assert len(page_requests(site)) < len(urls)
+        statuses = [r["status"] for r in rows(db, "SELECT status FROM crawl_runs ORDER BY crawl_run_id")]
+        assert statuses == ["interrupted", "interrupted"]
+        skipped = rows(db, "SELECT reason FROM fetch_log WHERE crawl_run_id = 1 AND outcome = 'skipped'")
+        assert skipped and all(r["reason"] == "not fetched: the crawl was interrupted" for r in skipped)
     finally:
         site.stop()
 
@@ -348,3 +387,52 @@ def test_a_second_signal_stops_a_run_waiting_on_the_model_and_the_next_run_is_no
     assert (record["status"], record["exit_code"]) == ("interrupted", 130)
     again = run(job, db, out, "--no-crawl", host=llm.url)
     assert again.returncode == 0, again.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# A full disk while answering
+
+
+def _mount_tmpfs(folder: Path, size: str) -> bool:
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def test_a_full_disk_while_answering_is_one_error_line_and_resume_keeps_the_answers(tmp_path: Path,
+                                                                                    llm: FakeOllama) -> None:
+    db, out = tmp_path / "w.duckdb", tmp_path / "out"
+    out.mkdir()
+    if not _mount_tmpfs(out, "256k"):
+        pytest.skip("cannot mount a small tmpfs here (needs root): no way to fill a disk for real")
+    site = site_with_pages()
+    try:
+        urls = [site.url(0, p) for p in ("/widget.html", "/garden.html", "/lighthouse.html")]
+        job = job_file(tmp_path / "job.yaml", "daily", urls, list(QUESTIONS))
+        filler = out / "filler"
+        stat = os.statvfs(out)
+        filler.write_bytes(b"x" * (stat.f_bavail * stat.f_frsize - 16 * 1024))  # 16 KiB left
+        full = run(job, db, out, host=llm.url)
+        assert full.returncode == 3, full.stderr
+        assert "Traceback" not in full.stderr
+        (error,) = [line for line in lines(full.stderr) if line.startswith("Error:")]
+        assert "No space left on device" in error and "--resume" in error
+        record = the_run(db)
+        assert (record["status"], record["exit_code"], record["resumable"]) == ("failed", 3, True)
+        answered = rows(db, "SELECT question_id FROM answers WHERE final")
+        assert 1 <= len(answered) < len(QUESTIONS)
+        asked = len(llm.requests_to("/api/chat"))
+
+        filler.unlink()
+        resumed = run(job, db, out, "--resume", host=llm.url)
+        assert resumed.returncode == 0, resumed.stderr
+        assert the_run(db)["run_id"] == record["run_id"]
+        # The answers stored before the disk filled are kept, not asked again.
+        assert len(llm.requests_to("/api/chat")) - asked == len(QUESTIONS) - len(answered)
+        assert len(read_jsonl(run_folder(out, record["run_id"]) / "answers.jsonl")) == len(QUESTIONS)
+    finally:
+        site.stop()
+        subprocess.run(["umount", "-l", str(out)], capture_output=True, timeout=30)
