@@ -133,6 +133,18 @@ def fresh_cutoff(options: CrawlOptions) -> datetime | None:
     return min(cutoffs) if cutoffs else None
 
 
+def _abandon_pipelines(crawler: Any) -> None:
+    """After a second signal the pipelines never closed: let those holding processes release them now."""
+    scraper = getattr(getattr(crawler, "engine", None), "scraper", None)
+    for component in getattr(getattr(scraper, "itemproc", None), "middlewares", ()):
+        abandon = getattr(component, "abandon", None)
+        if abandon is not None:
+            try:
+                abandon()
+            except Exception:  # noqa: BLE001 - the process is about to exit; the workers exit with it
+                log.debug("Could not release %r", component, exc_info=True)
+
+
 def _mark_interrupted(db_path: Path, summary: CrawlSummary) -> None:
     """After a second signal the pipeline never closed: record the crawl run as interrupted here."""
     try:
@@ -270,6 +282,8 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
     if stats.get(STORAGE_ERROR_STAT):
         raise StorageFailed(str(stats[STORAGE_ERROR_STAT]), summary)
     if shutdown.signal_name is not None:
+        if shutdown.immediate:
+            _abandon_pipelines(crawler)
         if shutdown.immediate and summary.crawl_run_id is not None:
             _mark_interrupted(db_path, summary)
         how = "stopped at once" if shutdown.immediate else "stopped after the requests in flight"

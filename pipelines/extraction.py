@@ -132,6 +132,13 @@ class ExtractionPipeline:
                 end.close()
         self._lifeline = self._lifeline_reader = None
 
+    def abandon(self) -> None:
+        """A second signal: stop the workers mid-page and release the pool's resources, without waiting."""
+        if self.pool is not None:
+            for process in list(getattr(self.pool, "_processes", {}).values()):
+                process.kill()
+        self.close_spider()
+
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, FetchedPage):
             return item
