@@ -586,6 +586,11 @@ class JobConfig(_Model):
     )
     output: OutputConfig = Field(default_factory=OutputConfig, validate_default=True)
     ollama: OllamaConfig = Field(default_factory=OllamaConfig)
+    redis: str | None = Field(
+        None, pattern=r"^(redis|rediss|unix)://",
+        description="Redis URL (redis://host:6379/0): crawl through Redis with `webqa worker` processes; "
+                    "null = crawl on this machine.",
+    )
 
     def embedding_prefixes(self) -> EmbeddingPrefixes:
         """The embedding model's task prefixes, or the ones ``selection`` sets."""

@@ -105,7 +105,7 @@ def crawl_options(job: JobConfig, options: RunOptions) -> Any:
         obey_robots=crawl.obey_robots, max_crawl_delay=crawl.max_crawl_delay,
         allow_private_networks=crawl.allow_private_networks or options.allow_private_networks, timeout=crawl.timeout, max_bytes=crawl.max_bytes,
         recrawl_after=crawl.recrawl_after, refresh=options.refresh, job_name=job.name,
-        verbose=options.verbose, progress=options.progress,
+        verbose=options.verbose, progress=options.progress, redis=job.redis,
     )
 
 
