@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from crawler.distributed.items import decode_item, encode_item
 from crawler.distributed.queue import DEFAULT_LEASE_SECONDS, Frontier, JsonSerializer, Keys, connect, delete_namespace
@@ -247,7 +248,7 @@ class Coordinator:
         )
         for request in spider.seed_requests():
             data = JsonSerializer.dumps(request.to_dict(spider=spider))
-            self.frontier.push(request.meta["webqa_id"], data, request.priority)
+            self.frontier.push(request.meta["webqa_id"], data, request.priority, urlsplit(request.url).hostname or "")
         # Invalid URLs are items like any other (as the local spider yields them), queued once.
         if prep["problems"] and self.r.set(self.keys.problems_queued, 1, nx=True):
             pipe = self.r.pipeline(transaction=True)

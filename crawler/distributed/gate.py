@@ -30,6 +30,7 @@ from urllib.parse import SplitResult, urlsplit
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.defer import DeferredLock
 
 from crawler.distributed.queue import Keys, connect
 from crawler.middlewares.retry_after import RetryAfterMiddleware
@@ -173,6 +174,8 @@ class GateMiddleware:
         self.gate = gate
         self.max_wait = max_wait
         self._tokens = itertools.count(1)
+        # One asker per host in this process; the others wait here, not in Redis (no thundering herd).
+        self._turns: dict[str, DeferredLock] = {}
         self._prefix = f"{id(self):x}:{time.time_ns()}"
 
     @classmethod
@@ -188,14 +191,19 @@ class GateMiddleware:
             return None
         token = f"{self._prefix}:{next(self._tokens)}"
         deadline = time.monotonic() + self.max_wait
-        while True:
-            wait = self.gate.acquire(host, token)
-            if wait <= 0:
-                request.meta["webqa_gate"] = (host, token)
-                return None
-            if time.monotonic() + wait > deadline:
-                raise GateWaitTooLong(f"politeness gate: {host} had no free turn within {self.max_wait:g} s")
-            await _sleep(wait)
+        turn = self._turns.setdefault(host, DeferredLock())
+        await maybe_deferred_to_future(turn.acquire())
+        try:
+            while True:
+                wait = self.gate.acquire(host, token)
+                if wait <= 0:
+                    request.meta["webqa_gate"] = (host, token)
+                    return None
+                if time.monotonic() + wait > deadline:
+                    raise GateWaitTooLong(f"politeness gate: {host} had no free turn within {self.max_wait:g} s")
+                await _sleep(wait)
+        finally:
+            turn.release()
 
     def _left(self, request: Request, **_: Any) -> None:
         held = request.meta.pop("webqa_gate", None)

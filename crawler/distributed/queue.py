@@ -22,6 +22,7 @@ import os
 import uuid
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 from scrapy_redis.queue import Base
@@ -94,8 +95,10 @@ return {id, redis.call('HGET', KEYS[3], id)}
 
 REAP = _NOW + _REAP + "return #expired"
 
-# KEYS: queue, leases, reqs, holders, seq. ARGV: id, request, priority, token.
+# KEYS: queue, leases, reqs, holders, hostseq. ARGV: id, request, priority, token, host.
 # A leased id is replaced only by its own holder (a retry or redirect); a stranger's push is refused.
+# Within a priority, the n-th request of every host comes before the (n+1)-th of any: hosts take
+# turns, so a worker's downloads are not all waiting for the gate of the one host linked most.
 PUSH = """
 local holder = redis.call('HGET', KEYS[4], ARGV[1])
 if holder then
@@ -104,7 +107,7 @@ if holder then
   redis.call('HDEL', KEYS[4], ARGV[1])
 end
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
-local score = -tonumber(ARGV[3]) * 1e12 + redis.call('INCR', KEYS[5])
+local score = -tonumber(ARGV[3]) * 1e12 + redis.call('HINCRBY', KEYS[5], ARGV[5], 1)
 redis.call('ZADD', KEYS[1], score, ARGV[1])
 return 1
 """
@@ -195,9 +198,9 @@ class Frontier:
         return int(self._admit(keys=[k.seen, k.scheduled, k.reached, k.counts],
                                args=[url, depth, int(fresh), max_pages]))
 
-    def push(self, request_id: str, data: bytes, priority: int = 0) -> bool:
-        pushed = bool(self._push(keys=[*self._lease_keys(), self.keys.seq],
-                                 args=[request_id, data, priority, self.token]))
+    def push(self, request_id: str, data: bytes, priority: int = 0, host: str = "") -> bool:
+        pushed = bool(self._push(keys=[*self._lease_keys(), self.keys.hostseq],
+                                 args=[request_id, data, priority, self.token, host]))
         self.held.discard(request_id)
         if not pushed:
             log.warning("Not requeueing %s: its lease expired and another worker has it", request_id)
@@ -299,7 +302,8 @@ class LeasedQueue(Base):
         return self.frontier.queued()
 
     def push(self, request: Any) -> None:
-        self.frontier.push(request_id(request), self._encode_request(request), request.priority)
+        self.frontier.push(request_id(request), self._encode_request(request), request.priority,
+                           urlsplit(request.url).hostname or "")
 
     def pop(self, timeout: int = 0) -> Any:
         found = None if self.frontier.stopping else self.frontier.pop()
