@@ -64,6 +64,8 @@ class CrawlOptions:
     verbose: bool = False
     progress: bool = False
     extra_settings: dict[str, Any] = field(default_factory=dict)
+    # Redis URL: the frontier is shared and `webqa worker` processes fetch (crawler/distributed/).
+    redis: str | None = None
 
 
 @dataclass
@@ -234,6 +236,12 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
     from crawler.spiders.urls import UrlsSpider
     from pipelines.store_pipeline import STORAGE_ERROR_STAT
 
+    if options.redis:
+        try:
+            from crawler.distributed.coordinator import run_distributed
+        except ImportError as exc:  # redis and scrapy-redis are the optional extra
+            raise ConfigError(f"a crawl through Redis needs the redis extra: pip install 'webqa[redis]' ({exc})") from None
+        return run_distributed(options, db_path)
     started = time.monotonic()
     db_path = Path(db_path)
     allows_private_networks(options)  # a bad WEBQA_ALLOW_PRIVATE_NETWORKS is one line, before anything runs

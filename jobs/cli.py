@@ -159,7 +159,20 @@ def build_parser() -> argparse.ArgumentParser:
                        help="crawl loopback, private and link-local addresses (intranets); see SECURITY.md")
     crawl.add_argument("--max-duration", type=_duration, default=None, metavar="SECONDS",
                        help="stop after this long, keeping what was fetched (exit 1); default: no bound")
+    crawl.add_argument("--redis", metavar="URL",
+                       help="share the crawl through Redis (redis://host:6379/0): this command seeds it and stores "
+                            "the pages, `webqa worker --redis URL` processes fetch them; needs webqa[redis]")
     crawl.set_defaults(handler=cmd_crawl)
+
+    worker = sub.add_parser("worker", help="fetch pages for a crawl shared through Redis (webqa crawl --redis)",
+                            description="Join the crawl a `webqa crawl --redis URL` coordinator published, fetch and "
+                                        "clean its pages until the coordinator ends it, then exit.")
+    worker.add_argument("--redis", required=True, metavar="URL", help="the coordinator's Redis, e.g. redis://host:6379/0")
+    worker.add_argument("--wait", type=_positive_float, default=600.0, metavar="SECONDS",
+                        help="how long to wait for a crawl to be published (default 600)")
+    worker.add_argument("--workers", type=_non_negative_int, default=0,
+                        help="extraction processes (default: one per core)")
+    worker.set_defaults(handler=cmd_worker)
 
     run = sub.add_parser("run", help="crawl and answer every question of a job file",
                          description="Crawl a job's URLs (incrementally) and answer every question; "
@@ -486,6 +499,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         extract_workers=args.workers, verbose=args.verbose, progress=_interactive(args),
         timeout=args.timeout, max_bytes=args.max_bytes or 10 * 1024 * 1024,
         allow_private_networks=args.allow_private_networks, max_duration=args.max_duration,
+        redis=args.redis,
     )
     try:
         summary = run_crawl(options, args.db)
@@ -504,6 +518,16 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     _console(args).result(summary.line())
     # A crawl stopped by --max-duration left URLs unfetched: partial, like failed ones.
     return ExitCode.OK if summary.count("failed") == 0 and not summary.stopped_after else ExitCode.PARTIAL
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    try:
+        from crawler.distributed.worker import run_worker
+    except ImportError as exc:  # redis and scrapy-redis are the optional extra
+        raise ConfigError(f"`webqa worker` needs the redis extra: pip install 'webqa[redis]' ({exc})") from None
+    summary = run_worker(args.redis, wait=args.wait, extract_workers=args.workers, verbose=args.verbose)
+    _console(args).result(summary.line())
+    return ExitCode.OK
 
 
 def _interactive(args: argparse.Namespace) -> bool:

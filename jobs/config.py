@@ -601,6 +601,11 @@ class JobConfig(_Model):
         False, description="Exit 0 even when the run was degraded (answered extractively because Ollama was "
                            "down, or selected with bm25 because the embedding model was missing).",
     )
+    redis: str | None = Field(
+        None, pattern=r"^(redis|rediss|unix)://",
+        description="Redis URL (redis://host:6379/0): crawl through Redis with `webqa worker` processes; "
+                    "null = crawl on this machine.",
+    )
 
     def embedding_prefixes(self) -> EmbeddingPrefixes:
         """The embedding model's task prefixes, or the ones ``selection`` sets."""

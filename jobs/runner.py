@@ -204,7 +204,7 @@ def crawl_options(job: JobConfig, options: RunOptions, fresh_since: datetime | N
         timeout=crawl.timeout, max_bytes=crawl.max_bytes,
         recrawl_after=crawl.recrawl_after, refresh=options.refresh, fresh_since=fresh_since, job_name=job.name,
         max_duration=crawl.max_duration,
-        verbose=options.verbose, progress=options.progress,
+        verbose=options.verbose, progress=options.progress, redis=job.redis,
     )
 
 
