@@ -18,7 +18,7 @@ from typing import Any
 
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, load_url_file
 from pipelines import defaults
-from pipelines.errors import ConfigError, Interrupted, NothingToDoError
+from pipelines.errors import ConfigError, Interrupted, NothingToDoError, StorageFailed
 from pipelines.store import Store, utcnow
 
 log = logging.getLogger(__name__)
@@ -60,9 +60,13 @@ class CrawlOptions:
     fresh_since: datetime | None = None
     job_name: str | None = None
     extract_workers: int = 0
+    # Stop the crawl gracefully after this many seconds (Scrapy's CLOSESPIDER_TIMEOUT); None: no bound.
+    max_duration: float | None = None
     verbose: bool = False
     progress: bool = False
     extra_settings: dict[str, Any] = field(default_factory=dict)
+    # Redis URL: the frontier is shared and `webqa worker` processes fetch (crawler/distributed/).
+    redis: str | None = None
 
 
 @dataclass
@@ -73,6 +77,8 @@ class CrawlSummary:
     fresh: int
     seconds: float
     interrupted: str | None = None  # the signal that stopped the crawl, e.g. "SIGTERM"
+    # crawl.max_duration when the crawl was stopped by it, else None.
+    stopped_after: float | None = None
 
     def count(self, key: str) -> int:
         return int(self.counts.get(key, 0) or 0)
@@ -98,6 +104,7 @@ class CrawlSummary:
             f"HTML {self.count('html_bytes') / MB:.2f} MB → text {self.count('text_bytes') / MB:.2f} MB; "
             f"chunks written {self.count('chunks')}"
             + (f"; gone {self.gone} (no longer reached by the job)" if self.gone else "")
+            + (f"; stopped after {self.stopped_after:g} s (crawl.max_duration)" if self.stopped_after else "")
         )
 
 
@@ -115,6 +122,18 @@ def fresh_cutoff(options: CrawlOptions) -> datetime | None:
     if options.recrawl_after is not None and not options.refresh:
         cutoffs.append(utcnow() - options.recrawl_after)
     return min(cutoffs) if cutoffs else None
+
+
+def _abandon_pipelines(crawler: Any) -> None:
+    """After a second signal the pipelines never closed: let those holding processes release them now."""
+    scraper = getattr(getattr(crawler, "engine", None), "scraper", None)
+    for component in getattr(getattr(scraper, "itemproc", None), "middlewares", ()):
+        abandon = getattr(component, "abandon", None)
+        if abandon is not None:
+            try:
+                abandon()
+            except Exception:  # noqa: BLE001 - the process is about to exit; the workers exit with it
+                log.debug("Could not release %r", component, exc_info=True)
 
 
 def _mark_interrupted(db_path: Path, summary: CrawlSummary) -> None:
@@ -179,22 +198,37 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
         "LOG_LEVEL": "DEBUG" if options.verbose else "ERROR",
         # The CLI installs its own handler with the level the user asked for.
         "LOG_INSTALL_ROOT_HANDLER": False,
-        "EXTENSIONS": {"crawler.progress.ProgressReporter": 500},
+        "EXTENSIONS": {
+            "crawler.progress.ProgressReporter": 500,
+            # Same settings; a CLOSESPIDER_TIMEOUT (crawl.max_duration) also drops requests not yet sent.
+            "scrapy.extensions.closespider.CloseSpider": None,
+            "crawler.closespider.BoundedCloseSpider": 0,
+        },
     }
     if options.extract_workers:
         settings["WEBQA_EXTRACT_WORKERS"] = options.extract_workers
+    if options.max_duration:
+        settings["CLOSESPIDER_TIMEOUT"] = options.max_duration
     settings.update(options.extra_settings)
     return settings
 
 
 def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
-    """Crawl the listed URLs into ``db_path``; raises ``NothingToDoError`` when no URL could be processed."""
+    """Crawl the listed URLs into ``db_path``; raises ``NothingToDoError`` when no URL could be processed,
+    ``StorageFailed`` when the database stopped accepting writes (the crawl stopped there)."""
     from scrapy.crawler import CrawlerProcess
     from scrapy.settings import Settings
 
     from crawler.shutdown import GracefulShutdown
     from crawler.spiders.urls import UrlsSpider
+    from pipelines.store_pipeline import STORAGE_ERROR_STAT
 
+    if options.redis:
+        try:
+            from crawler.distributed.coordinator import run_distributed
+        except ImportError as exc:  # redis and scrapy-redis are the optional extra
+            raise ConfigError(f"a crawl through Redis needs the redis extra: pip install 'webqa[redis]' ({exc})") from None
+        return run_distributed(options, db_path)
     started = time.monotonic()
     db_path = Path(db_path)
     allows_private_networks(options)  # a bad WEBQA_ALLOW_PRIVATE_NETWORKS is one line, before anything runs
@@ -237,10 +271,14 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
 
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
     counts = {k.removeprefix("webqa/count/"): int(v) for k, v in stats.items() if k.startswith("webqa/count/")}
+    stopped_after = options.max_duration if stats.get("finish_reason") == "closespider_timeout" else None
     summary = CrawlSummary(stats.get("webqa/crawl_run_id"), counts, problems, counts.get("fresh", 0),
-                           time.monotonic() - started,
-                           interrupted=shutdown.signal_name)
+                           time.monotonic() - started, interrupted=shutdown.signal_name, stopped_after=stopped_after)
+    if stats.get(STORAGE_ERROR_STAT):
+        raise StorageFailed(str(stats[STORAGE_ERROR_STAT]), summary)
     if shutdown.signal_name is not None:
+        if shutdown.immediate:
+            _abandon_pipelines(crawler)
         if shutdown.immediate and summary.crawl_run_id is not None:
             _mark_interrupted(db_path, summary)
         how = "stopped at once" if shutdown.immediate else "stopped after the requests in flight"
@@ -249,8 +287,9 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
     if summary.crawl_run_id is None:
         raise NothingToDoError(f"the crawl did not start; rerun with -v to see Scrapy's log (database {db_path})")
     if summary.processed == 0 and not summary.fresh:
+        stopped = f", stopped after {stopped_after:g} s (crawl.max_duration)" if stopped_after else ""
         raise NothingToDoError(
-            f"no URL could be fetched ({summary.count('failed')} failed, {summary.count('skipped')} skipped); "
+            f"no URL could be fetched ({summary.count('failed')} failed, {summary.count('skipped')} skipped{stopped}); "
             f"see `SELECT url, reason FROM fetch_log WHERE crawl_run_id = {summary.crawl_run_id}` in {db_path}",
             summary,
         )

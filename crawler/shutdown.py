@@ -10,6 +10,7 @@ and what they fetched is stored. The second signal stops the reactor without wai
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import threading
@@ -17,9 +18,9 @@ from types import FrameType
 from typing import Any
 
 from scrapy.crawler import Crawler, CrawlerProcess
-from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import deferred_from_coro
-from twisted.python.failure import Failure
+
+from crawler.closespider import release_queued_requests
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +65,11 @@ class GracefulShutdown:
         engine = self.crawler.engine
         if engine is None or not engine.running:
             return
-        if self.crawler.stats is not None:
-            self.crawler.stats.set_value("webqa/interrupted", self.signal_name)
         # Stopping first sets engine.running to False, so nothing new leaves the scheduler while the
-        # slots are emptied below.
+        # slots are emptied.
         deferred_from_coro(self.crawler.stop_async())
-        release_queued_requests(engine.downloader)
+        # One loop turn later, when the stop has begun, as crawler/closespider.py does for max_duration.
+        asyncio.get_event_loop().call_soon(release_queued_requests, engine.downloader, INTERRUPTED_REASON)
 
     def _kill(self) -> None:
         log.info("Received %s again: stopping now", self.signal_name)
@@ -79,17 +79,3 @@ class GracefulShutdown:
             reactor.stop()  # type: ignore[attr-defined]
         except RuntimeError:
             pass  # already stopping
-
-
-def release_queued_requests(downloader: Any) -> int:
-    """Fail every request waiting in a downloader slot (not yet sent) as skipped; returns how many."""
-    released = 0
-    for slot in list(downloader.slots.values()):
-        if slot.latercall is not None:
-            slot.latercall.cancel()
-            slot.latercall = None
-        while slot.queue:
-            _request, deferred = slot.queue.popleft()
-            deferred.errback(Failure(IgnoreRequest(INTERRUPTED_REASON)))
-            released += 1
-    return released

@@ -36,6 +36,7 @@ def _argument(convert: Callable[[str], Any], what: str, ok: Callable[[Any], bool
 
 
 _positive_float = _argument(float, "a number of seconds", lambda v: v >= 0, "a number ≥ 0")
+_duration = _argument(float, "a number of seconds", lambda v: v > 0, "a number > 0")
 _similarity = _argument(float, "a number between 0 and 1", lambda v: 0 < v <= 1, "a number between 0 and 1")
 _non_negative_int = _argument(int, "a whole number", lambda v: v >= 0, "a whole number ≥ 0")
 _run_id = _argument(int, "a run id (a whole number, see `webqa runs`)", lambda v: v >= 1, "a run id ≥ 1")
@@ -164,7 +165,22 @@ def build_parser() -> argparse.ArgumentParser:
                             f"(default {defaults.MAX_BYTES // (1024 * 1024)} MiB)")
     crawl.add_argument("--allow-private-networks", action="store_true",
                        help="crawl loopback, private and link-local addresses (intranets); see SECURITY.md")
+    crawl.add_argument("--max-duration", type=_duration, default=None, metavar="SECONDS",
+                       help="stop after this long, keeping what was fetched (exit 1); default: no bound")
+    crawl.add_argument("--redis", metavar="URL",
+                       help="share the crawl through Redis (redis://host:6379/0): this command seeds it and stores "
+                            "the pages, `webqa worker --redis URL` processes fetch them; needs webqa[redis]")
     crawl.set_defaults(handler=cmd_crawl)
+
+    worker = sub.add_parser("worker", help="fetch pages for a crawl shared through Redis (webqa crawl --redis)",
+                            description="Join the crawl a `webqa crawl --redis URL` coordinator published, fetch and "
+                                        "clean its pages until the coordinator ends it, then exit.")
+    worker.add_argument("--redis", required=True, metavar="URL", help="the coordinator's Redis, e.g. redis://host:6379/0")
+    worker.add_argument("--wait", type=_positive_float, default=600.0, metavar="SECONDS",
+                        help="how long to wait for a crawl to be published (default 600)")
+    worker.add_argument("--workers", type=_non_negative_int, default=0,
+                        help="extraction processes (default: one per core)")
+    worker.set_defaults(handler=cmd_worker)
 
     run = sub.add_parser("run", help="crawl and answer every question of a job file",
                          description="Crawl a job's URLs (incrementally) and answer every question; "
@@ -215,6 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Answer one question from the chunks already in the database.")
     ask.add_argument("question", help="the question")
     ask.add_argument("--url", action="append", default=[], metavar="URL", help="only search this page; repeatable")
+    ask.add_argument("--job", metavar="NAME",
+                     help="only search the pages that job's crawls reached (default: the whole database)")
     _add_db(ask)
     ask.add_argument("--method", choices=("keyword", "bm25", "embedding", "hybrid"), default="hybrid")
     ask.add_argument("--top-k", type=_non_negative_int, default=6, help="chunks sent to the answerer (default 6)")
@@ -284,14 +302,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError("--resume continues a run that answers questions; it cannot be combined with --dry-run")
     job = load_job(args.job)
     # Imported after the job file is read: a bad job file is reported without paying for Scrapy's import.
-    from jobs.runner import RunOptions, run_job
+    from jobs.runner import Notify, RunOptions, run_job
 
     options = RunOptions(db=Path(args.db), crawl=not args.no_crawl, out_dir=args.out, dry_run=args.dry_run,
                          refresh=args.refresh, wait_seconds=args.wait, answerer=args.answerer,
                          verbose=args.verbose, progress=_interactive(args), resume=args.resume,
                          fail_on_change=args.fail_on_change, allow_private_networks=args.allow_private_networks)
-    result = run_job(job, options, _notifier(args))
     console = _console(args)
+    result = run_job(job, options, Notify(_notifier(args), console.important))
     console.result(result.line())
     for path in result.outputs:
         console.result(f"  {path}")
@@ -369,6 +387,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
             raise NothingToDoError(f"{args.db} holds no chunks; run `webqa crawl URL… --db {args.db}` first")
         if store.fts_is_stale():
             store.rebuild_fts()
+        if args.job:
+            # The pages that job's crawls reached, as `webqa run` searches them.
+            job_pages = store.stored_urls(store.job_page_urls(args.job))
+            if not job_pages:
+                raise ConfigError(f"--job {args.job}: no stored page was reached by a crawl of that job; "
+                                  "check the name (webqa runs lists the jobs)")
+            urls = urls or job_pages  # --url narrows further
         selector = Selector(store.conn, embedder=embedder, embedding_model=args.embedding_model if embedder else None,
                             ensure_fts=store.load_fts, embedding_unavailable=embedding_unavailable)
         ask = AskSettings(method=args.method, top_k=max(1, args.top_k), token_budget=max(1, args.budget),
@@ -472,6 +497,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_crawl(args: argparse.Namespace) -> int:
     from crawler.run import CrawlOptions, run_crawl
+    from jobs.errors import StorageFailed
 
     if not args.urls and not args.input:
         raise ConfigError("nothing to crawl: give URLs or -i FILE")
@@ -480,7 +506,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         allow=args.allow, deny=args.deny, contact=args.contact, obey_robots=not args.ignore_robots,
         extract_workers=args.workers, verbose=args.verbose, progress=_interactive(args),
         timeout=args.timeout, max_bytes=args.max_bytes or defaults.MAX_BYTES,
-        allow_private_networks=args.allow_private_networks,
+        allow_private_networks=args.allow_private_networks, max_duration=args.max_duration,
+        redis=args.redis,
     )
     try:
         summary = run_crawl(options, args.db)
@@ -488,7 +515,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         if exc.summary is not None:
             _console(args).important(exc.summary.line())  # type: ignore[attr-defined]
         raise
-    except NothingToDoError as exc:
+    except (NothingToDoError, StorageFailed) as exc:
         for problem in getattr(exc.summary, "problems", []):
             _note(args, f"Skipped {problem}")
         if exc.summary is not None:
@@ -497,7 +524,18 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     for problem in summary.problems:
         _note(args, f"Skipped {problem}")
     _console(args).result(summary.line())
-    return ExitCode.OK if summary.count("failed") == 0 else ExitCode.PARTIAL
+    # A crawl stopped by --max-duration left URLs unfetched: partial, like failed ones.
+    return ExitCode.OK if summary.count("failed") == 0 and not summary.stopped_after else ExitCode.PARTIAL
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    try:
+        from crawler.distributed.worker import run_worker
+    except ImportError as exc:  # redis and scrapy-redis are the optional extra
+        raise ConfigError(f"`webqa worker` needs the redis extra: pip install 'webqa[redis]' ({exc})") from None
+    summary = run_worker(args.redis, wait=args.wait, extract_workers=args.workers, verbose=args.verbose)
+    _console(args).result(summary.line())
+    return ExitCode.OK
 
 
 def _interactive(args: argparse.Namespace) -> bool:

@@ -258,6 +258,9 @@ class CrawlConfig(_Model):
     )
     timeout: PosFloat = Field(defaults.TIMEOUT, description="Seconds before a request is abandoned.")
     max_bytes: PosInt = Field(defaults.MAX_BYTES, description="Largest response body accepted, in bytes.")
+    max_duration: PosFloat | None = Field(
+        None, description="Stop the crawl gracefully after this many seconds; null = no bound."
+    )
     hosts: dict[str, HostOverride] = Field(default_factory=dict, description="Per-host overrides.")
 
     @field_validator("recrawl_after", mode="before", json_schema_input_type=str | None)
@@ -490,6 +493,23 @@ class JobConfig(_Model):
     )
     output: OutputConfig = Field(default_factory=OutputConfig, validate_default=True)
     ollama: OllamaConfig = Field(default_factory=OllamaConfig)
+    scope: Literal["job", "database"] = Field(
+        "job", description="Pages questions without urls search: 'job' = the pages this job's crawls reached; "
+                           "'database' = every page in the database file.",
+    )
+    on_crawl_failure: Literal["fail", "answer_stale"] = Field(
+        "fail", description="When no page of the job could be fetched: 'fail' (exit 3, nothing answered) or "
+                            "'answer_stale' (answer from the stored copies, marked stale; exit 1).",
+    )
+    allow_degraded: StrictBool = Field(
+        False, description="Exit 0 even when the run was degraded (answered extractively because Ollama was "
+                           "down, or selected with bm25 because the embedding model was missing).",
+    )
+    redis: str | None = Field(
+        None, pattern=r"^(redis|rediss|unix)://",
+        description="Redis URL (redis://host:6379/0): crawl through Redis with `webqa worker` processes; "
+                    "null = crawl on this machine.",
+    )
 
     def embedding_prefixes(self) -> EmbeddingPrefixes:
         """The embedding model's task prefixes, or the ones ``selection`` sets."""

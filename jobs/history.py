@@ -18,7 +18,7 @@ from typing import Any
 
 from jobs.changes import CHANGED, NEW, NO_LONGER_ANSWERED, UNCHANGED, Evidence, classify, evidence_of
 from jobs.errors import ConfigError, StoreError
-from pipelines.store import RunStore
+from pipelines.store import IN_PROGRESS, RunStore
 
 # A question of the earlier run that the later run did not ask (removed from the job, or the run
 # was interrupted before it). Not one of jobs.changes' kinds: nothing can be said about its answer.
@@ -220,9 +220,9 @@ def process_alive(pid: int | None) -> bool:
 
 
 def display_status(run: dict[str, Any]) -> str:
-    """The status, with a run left 'running' by a process that is gone shown as 'killed'."""
-    if run["status"] == "running" and not process_alive(run.get("pid")):
-        return "killed"
+    """The status, with a run left in progress by a process that is gone shown as 'killed (while crawling)'."""
+    if run["status"] in IN_PROGRESS and not process_alive(run.get("pid")):
+        return "killed" if run["status"] == "running" else f"killed ({run['status']})"
     return str(run["status"])
 
 
@@ -269,7 +269,8 @@ def _change_summary(changes: dict[str, int]) -> str:
 def render_runs(runs: Sequence[dict[str, Any]]) -> str:
     if not runs:
         return "No runs."
-    header = ("run", "job", "status", "started (UTC)", "took", "answered", "grounded", "n.e.i.", "failed", "changes")
+    header = ("run", "job", "status", "started (UTC)", "took", "answered", "grounded", "n.e.i.", "failed", "changes",
+              "exit", "reason")
     table = [header]
     for r in runs:
         status = r["state"] + (" (dry run)" if r.get("dry_run") else "") + (
@@ -278,6 +279,7 @@ def render_runs(runs: Sequence[dict[str, Any]]) -> str:
             str(r["run_id"]), r["job_name"], status, _when(r["started_at"]), _took(r),
             f"{r['answered'] or 0}/{r['questions'] or 0}", str(r["grounded"] or 0), str(r["not_enough_info"] or 0),
             str(r["failed"] or 0), "-" if r.get("dry_run") else _change_summary(r["changes"]),
+            "-" if r.get("exit_code") is None else str(r["exit_code"]), _one_line(r.get("reason") or "", 80),
         ))
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table)
@@ -286,7 +288,7 @@ def render_runs(runs: Sequence[dict[str, Any]]) -> str:
 def runs_json(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     keys = ("run_id", "job_name", "job_file", "job_hash", "started_at", "finished_at", "state", "status", "dry_run",
             "questions", "answered", "grounded", "not_enough_info", "failed", "crawl_run_id", "previous_run_id",
-            "resumed", "answerer", "model", "method", "pid", "notes", "changes")
+            "resumed", "answerer", "model", "method", "pid", "notes", "changes", "phase", "exit_code", "reason")
     return [{k: r.get(k) for k in keys} for r in runs]
 
 

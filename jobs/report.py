@@ -4,6 +4,7 @@ the Markdown report and the CSV."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -104,10 +105,18 @@ def answer_row_json(row: dict[str, Any], attempts: int = 1) -> dict[str, Any]:
 
 def markdown_report(title: str, summary_lines: Sequence[str], results: Iterable[dict[str, Any]],
                     preamble: Sequence[str] = ()) -> str:
+    """The report as one string (see :func:`write_markdown_report`)."""
+    out = io.StringIO()
+    write_markdown_report(out, title, summary_lines, results, preamble)
+    return out.getvalue()
+
+
+def write_markdown_report(out: TextIO, title: str, summary_lines: Sequence[str], results: Iterable[dict[str, Any]],
+                          preamble: Sequence[str] = ()) -> None:
     """The report: ``preamble`` (what changed, as Markdown lines) first, then the summary and the answers.
 
     With a preamble, the answers stand under a level-1 "Answers" heading; each question is a level-2
-    heading either way.
+    heading either way. Written question by question, so a run of any size needs the memory of one.
     """
     lines = [f"# {title}", ""]
     if preamble:
@@ -117,32 +126,37 @@ def markdown_report(title: str, summary_lines: Sequence[str], results: Iterable[
         lines += ["# Answers", ""]
     lines += [f"- {line}" for line in summary_lines]
     lines.append("")
+    out.write("\n".join(lines))
     for obj in results:
-        lines.append(f"## {obj['question_id']}: {obj['question']}")
+        out.write("\n" + "\n".join(_answer_section(obj)))
+
+
+def _answer_section(obj: dict[str, Any]) -> list[str]:
+    lines = [f"## {obj['question_id']}: {obj['question']}", ""]
+    if obj.get("error"):
+        where = f" (answer id {obj['answer_id']}: `webqa explain {obj['answer_id']}`)" if obj.get("answer_id") else ""
+        return [*lines, f"**Failed:** {obj['error']}{where}", ""]
+    if obj.get("answer") is None:
+        return [*lines, "_No answer (dry run)._", ""]
+    lines.append(str(obj["answer"]).strip())
+    lines.append("")
+    grounded = "yes" if obj.get("grounded") else "no"
+    lines.append(f"Confidence: **{obj.get('confidence')}** · grounded: **{grounded}** · "
+                 f"answerer: {obj.get('answerer')} · attempt {obj.get('attempt')} · answer id {obj.get('answer_id')}")
+    lines.append("")
+    if obj.get("change"):
+        lines += [f"Change since the previous run: **{str(obj['change']).replace('_', ' ')}**", ""]
+    if obj.get("citations"):
+        stale = {s["url"]: s.get("last_fetched_at") for s in obj.get("sources", []) if s.get("stale")}
+        lines.append("Sources:")
+        for c in obj["citations"]:
+            mark = "✓" if c["valid"] else f"✗ {c['reason']}"
+            where = f"[{c['heading_path'] or c['url']}]({c['url']})" if c.get("url") else "(unknown source)"
+            if c.get("url") in stale:
+                where += f" (stale: last fetched {stale[c['url']]})"
+            lines.append(f"- [{c['source']}] {where} — “{c['quote']}” {mark}")
         lines.append("")
-        if obj.get("error"):
-            where = f" (answer id {obj['answer_id']}: `webqa explain {obj['answer_id']}`)" if obj.get("answer_id") else ""
-            lines += [f"**Failed:** {obj['error']}{where}", ""]
-            continue
-        if obj.get("answer") is None:
-            lines += ["_No answer (dry run)._", ""]
-            continue
-        lines.append(str(obj["answer"]).strip())
-        lines.append("")
-        grounded = "yes" if obj.get("grounded") else "no"
-        lines.append(f"Confidence: **{obj.get('confidence')}** · grounded: **{grounded}** · "
-                     f"answerer: {obj.get('answerer')} · attempt {obj.get('attempt')} · answer id {obj.get('answer_id')}")
-        lines.append("")
-        if obj.get("change"):
-            lines += [f"Change since the previous run: **{str(obj['change']).replace('_', ' ')}**", ""]
-        if obj.get("citations"):
-            lines.append("Sources:")
-            for c in obj["citations"]:
-                mark = "✓" if c["valid"] else f"✗ {c['reason']}"
-                where = f"[{c['heading_path'] or c['url']}]({c['url']})" if c.get("url") else "(unknown source)"
-                lines.append(f"- [{c['source']}] {where} — “{c['quote']}” {mark}")
-            lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 CSV_FIELDS = ("question_id", "question", "answer", "confidence", "grounded", "answerer", "attempt", "answer_id",
@@ -159,4 +173,4 @@ def write_csv(path: Path, results: Iterable[dict[str, Any]]) -> None:
             writer.writerow(row)
 
 
-__all__ = ["outcome_json", "answer_row_json", "write_jsonl_line", "markdown_report", "write_csv", "candidate_dict"]
+__all__ = ["outcome_json", "answer_row_json", "write_jsonl_line", "markdown_report", "write_markdown_report", "write_csv", "candidate_dict"]

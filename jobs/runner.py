@@ -1,13 +1,18 @@
-"""One run of a job: lock → crawl (incremental) → answer every question → record → reports.
+"""One run of a job: lock → record the run → crawl (incremental) → answer every question → verdict → reports.
 
-Each answer is committed as soon as it is made, with its evidence and its change since the job's
-previous successful run, and its JSONL line written, so a run that dies keeps everything it finished;
-`--resume` continues such a run under the same id, answering only the questions it had not. A bad
-question fails alone; only a missing model (every question would fail the same way) stops the run.
+The run row is written the moment the lock is held, so a crawl killed by SIGKILL leaves a run that
+`--resume` finishes (fetching only what that run had not fetched, then answering). Each answer is
+committed as soon as it is made, with its evidence and its change since the job's previous successful
+run, and its JSONL line written, so a run that dies keeps everything it finished.
+
+A run's verdict (status, exit code, reason) is decided in one place, :func:`verdict`, from what happened
+in every phase: a crawl that fetched nothing, pages answered from stale copies, a degraded answerer,
+failed questions, a signal. Nothing that went wrong ends as "done", exit 0.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -17,24 +22,41 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import duckdb
 
 from jobs.answer import AskSettings, Outcome, QuestionAnswerer, QuestionSpec
 from jobs.changes import Evidence, classify
 from jobs.config import JobConfig
-from jobs.errors import (DatabaseLockedError, ExitCode, LLMUnavailableError, ModelNotFoundError, NothingToDoError,
-                         StoreError, WebqaError)
+from jobs.errors import (DatabaseLockedError, ExitCode, Interrupted, LLMUnavailableError, ModelNotFoundError,
+                         NothingToDoError, StorageError, StoreError, WebqaError)
 from jobs.history import RunDiff, change_line, compare_runs, evidence_from_row, process_alive, render_diff
 from jobs.llm import OllamaSettings, connect
 from jobs.lock import RunLock
-from jobs.report import answer_row_json, markdown_report, outcome_json, write_csv, write_jsonl_line
+from jobs.report import answer_row_json, outcome_json, write_csv, write_jsonl_line, write_markdown_report
 from jobs.select import Selector
-from pipelines.store import RunStore
+from pipelines.store import IN_PROGRESS, RunStore
 
 log = logging.getLogger(__name__)
 
-Notify = Callable[[str], None]
+
+class Notify:
+    """Where the runner's messages go: ``info`` is progress, ``important`` is shown even under --quiet."""
+
+    def __init__(self, info: Callable[[str], None] = lambda _m: None,
+                 important: Callable[[str], None] | None = None) -> None:
+        self.info = info
+        self.important = important or info
+
+    def __call__(self, message: str) -> None:
+        self.info(message)
+
+
+# How many failed URLs the console names before "and N more" (fetch_log has them all).
+SHOWN_FAILURES = 5
 
 
 @dataclass
@@ -54,6 +76,76 @@ class RunOptions:
 
 
 @dataclass
+class CrawlReport:
+    """What the run's crawl did, as the verdict and the reports need it."""
+
+    line: str | None = None  # the crawl's summary line; None when the run did not crawl
+    crawl_run_id: int | None = None
+    failures: list[dict[str, Any]] = field(default_factory=list)  # URLs that failed, or were blocked
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # skipped by policy (robots.txt, not HTML, …)
+    stale: dict[str, datetime] = field(default_factory=dict)  # URL → when its stored copy was fetched
+    removed: set[str] = field(default_factory=set)  # stored pages whose server now answers 404 or 410
+    nothing_fetched: bool = False  # the crawl had work and none of it reached a server successfully
+    gone: int = 0
+    stopped_after: float | None = None  # crawl.max_duration, when it cut the crawl short
+
+    def problem_lines(self) -> list[str]:
+        """The first few failed URLs with their reasons, for the console even under --quiet."""
+        lines = [f"  {f['url']}: {f['outcome']}: {f['reason']}" for f in self.failures[:SHOWN_FAILURES]]
+        if len(self.failures) > SHOWN_FAILURES:
+            lines.append(f"  … and {len(self.failures) - SHOWN_FAILURES} more "
+                         f"(SELECT url, reason FROM fetch_log WHERE crawl_run_id = {self.crawl_run_id})")
+        return lines
+
+    def blocked_hint(self) -> str | None:
+        """When the SSRF guard refused every failed URL, the switch that allows it."""
+        if self.failures and all(str(f["reason"]).startswith("blocked") for f in self.failures):
+            return ("every failed URL is on a private or loopback address, which webqa refuses by default; "
+                    "if the job is meant to crawl an intranet, set crawl.allow_private_networks: true in the job "
+                    "(or pass --allow-private-networks)")
+        return None
+
+
+@dataclass
+class Verdict:
+    status: str  # done | partial | failed | interrupted
+    exit_code: ExitCode
+    reason: str | None = None
+
+
+def verdict(*, counts: dict[str, int], crawl: CrawlReport, degraded: list[str], allow_degraded: bool,
+            interrupted: bool = False, fatal: WebqaError | None = None, changed: bool = False,
+            fail_on_change: bool = False, dry_run: bool = False) -> Verdict:
+    """The run's status and exit code from everything that happened; the first that applies wins.
+
+    failed (the error's code, usually 3) → interrupted (130) → partial (1: failed questions or URLs,
+    stale pages, degraded answering) → changed (5, with --fail-on-change) → done (0).
+    """
+    reasons: list[str] = []
+    if fatal is not None:
+        return Verdict("failed", fatal.exit_code, str(fatal))
+    if interrupted:
+        return Verdict("interrupted", ExitCode.INTERRUPTED, "interrupted by a signal; --resume continues it")
+    if counts.get("questions", 0) and counts.get("failed", 0) == counts.get("questions", 0):
+        return Verdict("failed", ExitCode.FAILED, f"all {counts['failed']} questions failed")
+    if counts.get("failed"):
+        reasons.append(f"{counts['failed']} of {counts['questions']} questions failed")
+    if crawl.failures:
+        reasons.append(f"{len(crawl.failures)} URLs could not be fetched")
+    if crawl.stale:
+        reasons.append(f"{len(crawl.stale)} pages answered from stale copies")
+    if crawl.stopped_after:
+        reasons.append(f"the crawl stopped after {crawl.stopped_after:g} s (crawl.max_duration)")
+    if degraded and not allow_degraded and not dry_run:
+        reasons.append("degraded: " + "; ".join(degraded))
+    if reasons:
+        return Verdict("partial", ExitCode.PARTIAL, "; ".join(reasons))
+    if changed and fail_on_change:
+        return Verdict("done", ExitCode.CHANGED, "answers changed (--fail-on-change)")
+    return Verdict("done", ExitCode.OK)
+
+
+@dataclass
 class RunResult:
     run_id: int
     status: str
@@ -65,21 +157,25 @@ class RunResult:
     dry_run: bool = False
     diff: RunDiff | None = None  # the answers and pages against the job's previous successful run
     resumed: bool = False
+    reason: str | None = None
 
     def line(self) -> str:
         c = self.counts
         if self.dry_run:
             # Nothing is answered in a dry run: "0/5 answered" would read as a failure.
             selected = c.get("questions", 0) - c.get("failed", 0)
-            return (f"Run {self.run_id} {self.status} (dry run, no LLM called): {selected}/{c.get('questions', 0)} "
+            line = (f"Run {self.run_id} {self.status} (dry run, no LLM called): {selected}/{c.get('questions', 0)} "
                     f"questions selected, {c.get('failed', 0)} failed")
-        line = (
-            f"Run {self.run_id} {self.status}: {c.get('answered', 0)}/{c.get('questions', 0)} answered "
-            f"({c.get('grounded', 0)} grounded, {c.get('not_enough_info', 0)} not enough information), "
-            f"{c.get('failed', 0)} failed"
-        )
-        if self.diff is not None:
-            line += f"; {change_line(self.diff)}"
+        else:
+            line = (
+                f"Run {self.run_id} {self.status}: {c.get('answered', 0)}/{c.get('questions', 0)} answered "
+                f"({c.get('grounded', 0)} grounded, {c.get('not_enough_info', 0)} not enough information), "
+                f"{c.get('failed', 0)} failed"
+            )
+            if self.diff is not None:
+                line += f"; {change_line(self.diff)}"
+        if self.reason and self.status != "done":
+            line += f" — {self.reason}"
         return line
 
 
@@ -89,10 +185,11 @@ def ollama_settings(job: JobConfig) -> OllamaSettings:
         timeout_s=job.ollama.timeout, options=dict(job.ollama.options),
         keep_alive=None if job.ollama.keep_alive is None else str(job.ollama.keep_alive),
         max_attempts=job.ollama.max_attempts,
+        reply_timeout_s=job.ollama.reply_timeout, max_reply_bytes=job.ollama.max_reply_bytes,
     )
 
 
-def crawl_options(job: JobConfig, options: RunOptions) -> Any:
+def crawl_options(job: JobConfig, options: RunOptions, fresh_since: datetime | None = None) -> Any:
     from crawler.run import CrawlOptions, HostPolicy
 
     job.require_urls()  # one clear error when the job lists no URLs at all
@@ -103,9 +200,11 @@ def crawl_options(job: JobConfig, options: RunOptions) -> Any:
         hosts={h: HostPolicy(o.delay, o.concurrency) for h, o in crawl.hosts.items()},
         allow=crawl.allow, deny=crawl.deny, follow=crawl.follow, contact=crawl.user_agent_contact,
         obey_robots=crawl.obey_robots, max_crawl_delay=crawl.max_crawl_delay,
-        allow_private_networks=crawl.allow_private_networks or options.allow_private_networks, timeout=crawl.timeout, max_bytes=crawl.max_bytes,
-        recrawl_after=crawl.recrawl_after, refresh=options.refresh, job_name=job.name,
-        verbose=options.verbose, progress=options.progress,
+        allow_private_networks=crawl.allow_private_networks or options.allow_private_networks,
+        timeout=crawl.timeout, max_bytes=crawl.max_bytes,
+        recrawl_after=crawl.recrawl_after, refresh=options.refresh, fresh_since=fresh_since, job_name=job.name,
+        max_duration=crawl.max_duration,
+        verbose=options.verbose, progress=options.progress, redis=job.redis,
     )
 
 
@@ -129,7 +228,9 @@ def _stop_after_current(flag: threading.Event) -> Iterator[None]:
             signal.signal(sig, old)
 
 
-def run_job(job: JobConfig, options: RunOptions, notify: Notify = lambda _m: None) -> RunResult:
+def run_job(job: JobConfig, options: RunOptions, notify: Notify | Callable[[str], None] = Notify()) -> RunResult:
+    if not isinstance(notify, Notify):
+        notify = Notify(notify)
     if not options.crawl and not options.resume and not Path(options.db).exists():
         # Opening it would create an empty database (and a lock file) only to report "no chunks".
         raise StoreError(f"{options.db}: no such database; run `webqa crawl` (or `webqa run` without --no-crawl) "
@@ -139,18 +240,21 @@ def run_job(job: JobConfig, options: RunOptions, notify: Notify = lambda _m: Non
         if resume is None and not options.crawl and not Path(options.db).exists():
             raise StoreError(f"{options.db}: no such database; run `webqa crawl` (or `webqa run` without --no-crawl) "
                              "first, or pass --db")
-        crawl_run_id = None
-        crawl_line = None
-        if options.crawl and resume is None:
-            crawl_run_id, crawl_line = _crawl(job, options, notify)
-        return _answer_all(job, options, notify, crawl_run_id, crawl_line, resume)
+        run = _Run(job, options, notify)
+        run.begin(resume)
+        try:
+            crawl = run.crawl_phase()
+            return run.answer_phase(crawl)
+        except BaseException as exc:
+            raise run.stopped(exc) from None
 
 
 def _resumable_run(job: JobConfig, options: RunOptions, notify: Notify) -> dict[str, Any] | None:
-    """The job's last run, when it did not finish: left 'running' by a killed process, or 'interrupted'.
+    """The job's last run, when it did not finish: killed (in progress, its process gone), interrupted,
+    or stopped by a storage error.
 
-    None (a new run starts) when the last run finished, failed, or was made from another version
-    of the job file: a resumed run must ask the same questions as the part already answered.
+    None (a new run starts) when the last run finished, failed otherwise, or was made from another
+    version of the job file: a resumed run must ask the same questions as the part already answered.
     """
     if not Path(options.db).exists():
         notify(f"Nothing to resume: {options.db} does not exist yet; starting a new run")
@@ -161,115 +265,205 @@ def _resumable_run(job: JobConfig, options: RunOptions, notify: Notify) -> dict[
             notify(f"Nothing to resume: job {job.name} has no earlier run; starting a new run")
             return None
         run_id, status = last["run_id"], last["status"]
-        if status == "running" and process_alive(last["pid"]):
+        if status in IN_PROGRESS and process_alive(last["pid"]):
             raise DatabaseLockedError(f"run {run_id} of job {job.name} is still running (PID {last['pid']}); "
                                       "wait for it to finish")
-        if status not in ("running", "interrupted"):
+        if not (status in IN_PROGRESS or status == "interrupted" or (status == "failed" and last.get("resumable"))):
             notify(f"Nothing to resume: the last run of job {job.name} (run {run_id}) is {status}; starting a new run")
             return None
         if last["job_hash"] and job.file_hash and last["job_hash"] != job.file_hash:
             notify(f"Notice: run {run_id} did not finish, but the job file changed since it started; "
                    "starting a new run instead of resuming it")
             return None
-        done = {r["question_id"] for r in store.final_answers(run_id)}
-        asked = sum(1 for q in job.questions if q.id in done)
-        how = "was killed" if status == "running" else "was interrupted"
-        notify(f"Resuming run {run_id} ({how}; {asked}/{len(job.questions)} questions answered): "
-               "answering the rest from the pages stored, without crawling")
+        how = {"interrupted": "was interrupted", "failed": "stopped on an error"}.get(status, "was killed")
+        if last.get("phase") == "crawl":
+            notify(f"Resuming run {run_id} ({how} during its crawl): fetching the pages it had not fetched, "
+                   "then answering every question")
+        else:
+            done = {r["question_id"] for r in store.final_answers(run_id)}
+            asked = sum(1 for q in job.questions if q.id in done)
+            notify(f"Resuming run {run_id} ({how}; {asked}/{len(job.questions)} questions answered): "
+                   "answering the rest from the pages stored, without crawling")
         return last
 
 
-def _crawl(job: JobConfig, options: RunOptions, notify: Notify) -> tuple[int | None, str | None]:
-    from crawler.run import run_crawl
-
-    try:
-        summary = run_crawl(crawl_options(job, options), options.db)
-    except NothingToDoError as exc:
-        # Yesterday's pages still answer today's questions: go on when the store has content.
-        notify(f"Crawl: {exc}; answering from the pages already stored")
-        return None, None
-    for problem in summary.problems:
-        notify(f"Skipped {problem}")
-    notify(summary.line())
-    return summary.crawl_run_id, summary.line()
+def _is_storage_failure(exc: BaseException) -> bool:
+    """Disk full, read-only file system, I/O error: the environment, not the job."""
+    if isinstance(exc, StorageError):
+        return True
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG):
+        return True
+    return isinstance(exc, duckdb.IOException)
 
 
-def _answer_all(job: JobConfig, options: RunOptions, notify: Notify, crawl_run_id: int | None,
-                crawl_line: str | None, resume: dict[str, Any] | None = None) -> RunResult:
-    notices: list[str] = []
-    answerer = options.answerer or job.answerer
-    method = job.selection.method
-    chat = answerer == "llm" and not options.dry_run
-    wants_embeddings = method in ("embedding", "hybrid")
-    access = connect(ollama_settings(job), chat=chat, embeddings=wants_embeddings)
-    if access.unreachable is not None and chat:
-        if not job.fallback_extractive:
-            raise access.unreachable
-        answerer = "extractive"
-        notices.append(f"{access.unreachable}; answering extractively (quoting the best sentences) instead")
-    elif wants_embeddings and access.embedding_unavailable:
-        notices.append(f"{access.embedding_unavailable}; selecting with bm25")
-    llm, embedder, embedding_unavailable = access.llm, access.embedder, access.embedding_unavailable
-    for notice in notices:
-        notify(f"Notice: {notice}")
+def storage_error(exc: BaseException, what: str) -> StorageError:
+    if isinstance(exc, StorageError):
+        return exc
+    detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0][:300]
+    return StorageError(f"{what}: {detail}; what was stored before stays (free space, then `webqa run --resume`)")
 
-    store = RunStore.open(options.db)
-    try:
-        if store.count_chunks() == 0:
-            raise NothingToDoError(f"{options.db} holds no chunks to answer from; check the crawl (webqa crawl -v)")
-        if store.fts_is_stale():
-            store.rebuild_fts()
-        selector = Selector(store.conn, embedder=embedder, embedding_model=job.embedding_model if embedder else None,
-                            ensure_fts=store.load_fts, embedding_unavailable=embedding_unavailable,
-                            prefixes=job.embedding_prefixes())
-        if resume is not None:
-            run_id = int(resume["run_id"])
-            store.resume_run(run_id, os.getpid(), len(job.questions))
-        else:
-            run_id = store.begin_run(
-                job.name, str(job.source_path) if job.source_path else None, job.file_hash, crawl_run_id=crawl_run_id,
-                questions=len(job.questions), answerer=answerer, model=job.model if answerer == "llm" else None,
-                method=method, dry_run=options.dry_run, pid=os.getpid(), page_urls=_job_page_urls(job),
-            )
-        run_row = store.run_row(run_id) or {}
-        previous_run_id = run_row.get("previous_run_id")
-        ask = AskSettings(method=method, top_k=job.selection.top_k, token_budget=job.selection.token_budget,
-                          retry_wider=job.selection.retry_wider, answerer=answerer, dry_run=options.dry_run,
-                          model=job.model, min_similarity=job.selection.min_similarity)
-        answerer_obj = QuestionAnswerer(store, selector, llm, ask, run_id=run_id)
-        out_dir = (options.out_dir or job.output.dir) / f"run-{run_id}"
+
+class _Run:
+    """The run being made: its row, its phases and how it stopped."""
+
+    def __init__(self, job: JobConfig, options: RunOptions, notify: Notify) -> None:
+        self.job = job
+        self.options = options
+        self.notify = notify
+        self.run_id: int | None = None
+        self.resume: dict[str, Any] | None = None
+        self.phase = "crawl"
+        self.notices: list[str] = []
+        self.counts: dict[str, int] = {"questions": len(job.questions)}
+        self.crawl = CrawlReport()
+
+    @property
+    def answerer(self) -> str:
+        return self.options.answerer or self.job.answerer
+
+    def begin(self, resume: dict[str, Any] | None) -> None:
+        self.resume = resume
         try:
-            return _run_questions(job, options, notify, store, answerer_obj, run_id, out_dir, notices, crawl_line,
-                                  previous_run_id, resumed=resume is not None)
-        except BaseException as exc:
-            # Whatever stopped the run, its row must not stay 'running' forever.
-            try:
-                row = store.conn.execute("SELECT status FROM runs WHERE run_id = ?", [run_id]).fetchone()
-                if row is not None and row[0] == "running":
-                    status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-                    store.finish_run(run_id, status, {"questions": len(job.questions)},
-                                     notes="; ".join([*notices, f"stopped: {exc!r}"]))
-            except Exception:  # noqa: BLE001 - the original error is the one to report
-                log.debug("Could not mark run %s as stopped", run_id, exc_info=True)
+            with RunStore.open(self.options.db) as store:
+                if resume is not None:
+                    self.run_id = int(resume["run_id"])
+                    store.resume_run(self.run_id, os.getpid(), len(self.job.questions))
+                    self.phase = "crawl" if resume.get("phase") == "crawl" else "answer"
+                else:
+                    self.phase = "crawl" if self.options.crawl else "answer"
+                    self.run_id = store.begin_run(
+                        self.job.name, str(self.job.source_path) if self.job.source_path else None,
+                        self.job.file_hash, questions=len(self.job.questions), answerer=self.answerer,
+                        model=self.job.model if self.answerer == "llm" else None, method=self.job.selection.method,
+                        dry_run=self.options.dry_run, pid=os.getpid(), crawling=self.phase == "crawl")
+        except (OSError, duckdb.Error) as exc:
+            if _is_storage_failure(exc):
+                raise storage_error(exc, f"{self.options.db}: cannot record the run") from None
             raise
-    finally:
-        store.close()
+
+    # -- crawl ------------------------------------------------------------------------------------
+
+    def crawl_phase(self) -> CrawlReport:
+        if self.phase != "crawl":
+            return self.crawl
+        from crawler.run import run_crawl
+
+        fresh_since = self.resume.get("started_at") if self.resume is not None else None
+        summary: Any = None
+        try:
+            summary = run_crawl(crawl_options(self.job, self.options, fresh_since), self.options.db)
+        except (Interrupted, StorageError) as exc:
+            summary = getattr(exc, "summary", None)
+            if summary is not None:
+                self.notify.important(summary.line())
+            raise
+        except NothingToDoError as exc:
+            summary = exc.summary
+            self.crawl.nothing_fetched = True
+            if summary is None:
+                self.crawl.failures = [{"url": "(the job's URL list)", "outcome": "failed", "reason": str(exc)}]
+        self.crawl.crawl_run_id = getattr(summary, "crawl_run_id", None)
+        self.crawl.line = summary.line() if summary is not None else None
+        self.crawl.gone = int(getattr(summary, "gone", 0) or 0)
+        self.crawl.stopped_after = getattr(summary, "stopped_after", None)
+        for problem in getattr(summary, "problems", []):
+            self.notify(f"Skipped {problem}")
+        self._read_crawl_outcomes()
+        self._report_crawl()
+        if self.crawl.nothing_fetched and self.job.on_crawl_failure != "answer_stale":
+            raise NothingToDoError(
+                f"no page of job {self.job.name} could be fetched, so nothing was answered from older copies "
+                "(set on_crawl_failure: answer_stale in the job to answer from them)")
+        return self.crawl
+
+    def _read_crawl_outcomes(self) -> None:
+        if self.crawl.crawl_run_id is None:
+            return
+        with RunStore.open(self.options.db) as store:
+            rows = store.crawl_failures(self.crawl.crawl_run_id)
+        for row in rows:
+            if row["status"] in (404, 410) and row["stored_fetched_at"] is not None:
+                # The page was removed: a page change (`gone` in the report and `webqa diff`), not an outage.
+                self.crawl.removed.add(row["url"])
+                continue
+            failed = row["outcome"] == "failed" or str(row["reason"]).startswith("blocked")
+            (self.crawl.failures if failed else self.crawl.skipped).append(row)
+            if row["stored_fetched_at"] is not None:
+                self.crawl.stale[row["url"]] = row["stored_fetched_at"]
+
+    def _report_crawl(self) -> None:
+        crawl = self.crawl
+        troubled = bool(crawl.failures or crawl.nothing_fetched)
+        if crawl.line:
+            (self.notify.important if troubled else self.notify.info)(crawl.line)
+        if crawl.failures:
+            self.notify.important(f"Not fetched ({len(crawl.failures)}):")
+            for line in crawl.problem_lines():
+                self.notify.important(line)
+        hint = crawl.blocked_hint()
+        if hint:
+            self.notify.important(f"Notice: {hint}")
+        if crawl.stale and not crawl.nothing_fetched:
+            self.notify.important(f"Notice: {len(crawl.stale)} pages could not be refreshed; their stored copies "
+                                  "are used and marked stale in the report")
+        if crawl.nothing_fetched and self.job.on_crawl_failure == "answer_stale":
+            self.notify.important("Notice: no page could be fetched; answering from the stored copies "
+                                  "(on_crawl_failure: answer_stale)")
+
+    # -- answering -------------------------------------------------------------------------------
+
+    def answer_phase(self, crawl: CrawlReport) -> RunResult:
+        self.phase = "answer"
+        return _answer_all(self, crawl)
+
+    # -- stopping --------------------------------------------------------------------------------
+
+    def stopped(self, exc: BaseException) -> BaseException:
+        """Record why the run stopped (whatever stopped it, the row must not stay in progress); the error to raise."""
+        immediate = isinstance(exc, KeyboardInterrupt) or (isinstance(exc, Interrupted) and exc.immediate)
+        if isinstance(exc, (Interrupted, KeyboardInterrupt)):
+            error: BaseException = exc if isinstance(exc, Interrupted) else Interrupted(
+                f"stopped at once during the {self.phase}; what was finished is stored; `webqa run --resume` "
+                "continues the run", immediate=True)
+            status, code, resumable = "interrupted", ExitCode.INTERRUPTED, True
+            reason = f"interrupted during the {self.phase}" + (" (at once)" if immediate else "")
+            if isinstance(exc, Interrupted) and not immediate:
+                error = Interrupted(f"{exc}; `webqa run --resume` finishes the crawl, then answers", exc.summary)
+        elif _is_storage_failure(exc):
+            error = storage_error(exc, f"{self.options.db} or the output folder: cannot write")
+            status, code, resumable, reason = "failed", ExitCode.FAILED, True, str(error)
+        elif isinstance(exc, WebqaError):
+            error, status, code, resumable, reason = exc, "failed", exc.exit_code, False, str(exc)
+        else:
+            error, status, code, resumable, reason = exc, "failed", ExitCode.FAILED, False, f"crashed: {exc!r}"
+        self._record_stop(status, int(code), reason, resumable)
+        return error
+
+    def _record_stop(self, status: str, code: int, reason: str, resumable: bool) -> None:
+        if self.run_id is None:
+            return
+        try:
+            with RunStore.open(self.options.db) as store:
+                row = store.run_row(self.run_id)
+                if row is not None and row["status"] in IN_PROGRESS:
+                    store.finish_run(self.run_id, status, self.counts, notes="; ".join(self.notices) or None,
+                                     exit_code=code, reason=reason, resumable=resumable)
+        except Exception:  # noqa: BLE001 - the original error is the one to report
+            log.debug("Could not record how run %s stopped", self.run_id, exc_info=True)
 
 
-def _job_page_urls(job: JobConfig) -> list[str] | None:
-    """The job's URLs as stored (normalised), for the run's page snapshot; None: the job lists none."""
-    from crawler.run import CrawlOptions, gather_urls
+def _job_scope(store: RunStore, job: JobConfig, crawl: CrawlReport) -> list[str] | None:
+    """The pages a question without ``urls`` searches: the job's own, or None for the whole database.
 
-    scoped = [url for q in job.questions for url in (_stored_form(q.urls) or ())]
-    if not job.urls and job.urls_file is None:
-        return scoped or None
-    try:
-        listed, _problems = gather_urls(CrawlOptions(
-            url_entries=job.url_entries(), urls_files=[job.urls_file] if job.urls_file else []))
-    except WebqaError as exc:
-        log.warning("Cannot read the job's URLs for the page snapshot: %s", exc)
-        return scoped
-    return list(dict.fromkeys([*(u.url for u in listed), *scoped]))
+    A job's pages are its listed URLs (and the questions' urls) plus the pages its crawls reached
+    within its depth (``job_pages``), less the pages their server says are gone (404, 410).
+    ``scope: database``, or a job that lists no URL at all, searches every stored page.
+    """
+    if job.scope == "database" or (not job.urls and job.urls_file is None):
+        return None
+    listed = _job_page_urls(job) or []
+    reached = store.job_page_urls(job.name)
+    return sorted((set(listed) | set(reached)) - crawl.removed)
 
 
 class _Changes:
@@ -333,95 +527,207 @@ def _resumed_results(store: RunStore, changes: _Changes, run_id: int, specs: lis
     return results
 
 
-def _run_questions(job: JobConfig, options: RunOptions, notify: Notify, store: RunStore,
-                   answerer: QuestionAnswerer, run_id: int, out_dir: Path, notices: list[str],
-                   crawl_line: str | None, previous_run_id: int | None = None, *, resumed: bool = False) -> RunResult:
+
+
+def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
+    job, options, notify = run.job, run.options, run.notify
+    notices = run.notices
+    degraded: list[str] = []
+    answerer = run.answerer
+    method = job.selection.method
+    chat = answerer == "llm" and not options.dry_run
+    wants_embeddings = method in ("embedding", "hybrid")
+    access = connect(ollama_settings(job), chat=chat, embeddings=wants_embeddings)
+    if access.unreachable is not None and chat:
+        if not job.fallback_extractive:
+            raise access.unreachable
+        answerer = "extractive"
+        degraded.append(f"{access.unreachable}; answered extractively (quoting the best sentences) instead")
+    elif wants_embeddings and access.embedding_unavailable:
+        degraded.append(f"{access.embedding_unavailable}; selected with bm25 instead of {method}")
+    llm, embedder, embedding_unavailable = access.llm, access.embedder, access.embedding_unavailable
+    for notice in degraded:
+        notify.important(f"Notice: {notice}")
+    notices += degraded
+
+    assert run.run_id is not None
+    run_id = run.run_id
+    store = RunStore.open(options.db)
+    try:
+        if store.count_chunks() == 0:
+            raise NothingToDoError(f"{options.db} holds no chunks to answer from; check the crawl (webqa crawl -v)")
+        if store.fts_is_stale():
+            store.rebuild_fts()
+        scope = _job_scope(store, job, crawl)
+        if scope is not None:
+            scope = store.stored_urls(scope)  # a listed URL never fetched is reported by the crawl, not per question
+        if scope is not None and not scope:
+            raise NothingToDoError(f"no page of job {job.name} is stored; nothing to answer from "
+                                   "(check the crawl above, or set scope: database to search every stored page)")
+        if run.resume is None or run.resume.get("phase") == "crawl":
+            store.start_answering(run_id, job.name, crawl.crawl_run_id, scope, answerer=answerer,
+                                  model=job.model if answerer == "llm" else None)
+        selector = Selector(store.conn, embedder=embedder, embedding_model=job.embedding_model if embedder else None,
+                            ensure_fts=store.load_fts, embedding_unavailable=embedding_unavailable,
+                            prefixes=job.embedding_prefixes())
+        run_row = store.run_row(run_id) or {}
+        previous_run_id = run_row.get("previous_run_id")
+        ask = AskSettings(method=method, top_k=job.selection.top_k, token_budget=job.selection.token_budget,
+                          retry_wider=job.selection.retry_wider, answerer=answerer, dry_run=options.dry_run,
+                          model=job.model, min_similarity=job.selection.min_similarity)
+        answerer_obj = QuestionAnswerer(store, selector, llm, ask, run_id=run_id)
+        out_dir = (options.out_dir or job.output.dir) / f"run-{run_id}"
+        resumed_answers = run.resume is not None and run.resume.get("phase") != "crawl"
+        return _run_questions(run, store, answerer_obj, out_dir, crawl, degraded, previous_run_id, scope,
+                              resumed=run.resume is not None, resumed_answers=resumed_answers)
+    finally:
+        store.close()
+
+
+def _job_page_urls(job: JobConfig) -> list[str] | None:
+    """The job's URLs as stored (normalised); None: the job lists none (it answers from every page)."""
+    from crawler.run import CrawlOptions, gather_urls
+
+    scoped = [url for q in job.questions for url in (_stored_form(q.urls) or ())]
+    if not job.urls and job.urls_file is None:
+        return scoped or None
+    try:
+        listed, _problems = gather_urls(CrawlOptions(
+            url_entries=job.url_entries(), urls_files=[job.urls_file] if job.urls_file else []))
+    except WebqaError as exc:
+        log.warning("Cannot read the job's URLs for its page scope: %s", exc)
+        return scoped
+    return list(dict.fromkeys([*(u.url for u in listed), *scoped]))
+
+
+def _mark_stale(obj: dict[str, Any], stale: dict[str, datetime]) -> None:
+    """Sources and citations from pages that could not be refreshed in this run say so, with their age."""
+    if not stale:
+        return
+    for item in [*(obj.get("sources") or []), *(obj.get("citations") or [])]:
+        fetched = stale.get(str(item.get("url")))
+        if fetched is not None:
+            item["stale"] = True
+            item["last_fetched_at"] = fetched.isoformat(timespec="seconds")
+    if any(s.get("stale") for s in obj.get("sources", [])):
+        obj["stale_sources"] = True
+
+
+def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_dir: Path, crawl: CrawlReport,
+                   degraded: list[str], previous_run_id: int | None, scope: list[str] | None, *,
+                   resumed: bool = False, resumed_answers: bool = False) -> RunResult:
+    job, options, notify, notices = run.job, run.options, run.notify, run.notices
+    run_id = answerer.run_id
+    assert run_id is not None
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        if _is_storage_failure(exc):
+            raise storage_error(exc, f"{out_dir}: cannot create the output folder") from None
         raise StoreError(f"{out_dir}: cannot create the output folder: {exc.strerror}") from None
-    specs = [QuestionSpec(q.id, q.question, _stored_form(q.urls)) for q in job.questions]
+    default_urls = tuple(scope) if scope is not None else None
+    specs = [QuestionSpec(q.id, q.question, _stored_form(q.urls) or default_urls) for q in job.questions]
     changes = None if options.dry_run else _Changes(store, answerer.db_lock, run_id, previous_run_id)
     jsonl_path = out_dir / "answers.jsonl"
     results: dict[str, dict[str, Any]] = {}
-    if resumed and changes is not None:
+    if resumed_answers and changes is not None:
         results = _resumed_results(store, changes, run_id, specs, jsonl_path)
-    counts = {"questions": len(specs), "answered": 0, "grounded": 0, "not_enough_info": 0, "failed": 0}
+    counts = run.counts = {"questions": len(specs), "answered": 0, "grounded": 0, "not_enough_info": 0, "failed": 0}
     for obj in results.values():
         _count_result(counts, obj)
     stop = threading.Event()
-    status = "done"
-    fatal: Exception | None = None
-    with jsonl_path.open("w", encoding="utf-8") as jsonl, _stop_after_current(stop), \
-            ThreadPoolExecutor(max_workers=max(1, job.ollama.parallel)) as pool:
-        for spec in specs:  # a resumed run's file starts with what it had answered, in job order
-            if spec.id in results:
-                write_jsonl_line(jsonl, results[spec.id])
-        pending: dict[Future[Outcome], QuestionSpec] = {}
-        queue = [s for s in specs if s.id not in results]
-        while queue or pending:
-            while queue and len(pending) < max(1, job.ollama.parallel) and not stop.is_set() and fatal is None:
-                spec = queue.pop(0)
-                pending[pool.submit(answerer.answer, spec)] = spec
-            if not pending:
-                break
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                spec = pending.pop(future)
-                stops_run = False
-                try:
-                    outcome = future.result()
-                except LLMUnavailableError as exc:
-                    if job.fallback_extractive and answerer.answerer == "llm":
-                        notice = f"{exc}; answering the remaining questions extractively"
-                        notify(f"Notice: {notice}")
-                        notices.append(notice)
-                        answerer.switch_to_extractive(notice)
-                        queue.insert(0, spec)
-                        continue
-                    fatal, stops_run = exc, True
-                    outcome = Outcome(spec, None, error=str(exc))
-                except ModelNotFoundError as exc:
-                    fatal, stops_run = exc, True
-                    outcome = Outcome(spec, None, error=str(exc))
-                except WebqaError as exc:
-                    # Anything else the user can act on fails this question alone.
-                    outcome = Outcome(spec, None, error=str(exc))
-                obj = outcome_json(outcome)
-                if changes is not None and not stops_run:
-                    # A question the run could not ask (the model went away) gets no answer row: it
-                    # was not answered, and a later run of the job asks it again.
-                    obj["change"] = changes.record(spec, outcome.error)
-                results[spec.id] = obj
-                write_jsonl_line(jsonl, obj)
-                _count(counts, outcome, options.dry_run)
-                notify(_progress_line(len(results), len(specs), obj, options.dry_run))
-        if stop.is_set() and queue:
-            status = "interrupted"
-    ordered = [results[s.id] for s in specs if s.id in results]
-    if fatal is not None:
-        status = "failed"
-    elif status != "interrupted":
-        status = "done" if counts["failed"] == 0 else ("failed" if counts["answered"] == 0 else "partial")
+    interrupted = False
+    fatal: WebqaError | None = None
+    parallel = max(1, job.ollama.parallel)
+    pool = ThreadPoolExecutor(max_workers=parallel)
+    try:
+        with jsonl_path.open("w", encoding="utf-8") as jsonl, _stop_after_current(stop):
+            for spec in specs:  # a resumed run's file starts with what it had answered, in job order
+                if spec.id in results:
+                    _mark_stale(results[spec.id], crawl.stale)
+                    write_jsonl_line(jsonl, results[spec.id])
+            done_ids = set(results)
+            results.clear()  # from here on the JSONL file holds the results: memory does not grow with them
+            pending: dict[Future[Outcome], QuestionSpec] = {}
+            queue = [s for s in specs if s.id not in done_ids]
+            while queue or pending:
+                while queue and len(pending) < parallel and not stop.is_set() and fatal is None:
+                    spec = queue.pop(0)
+                    pending[pool.submit(answerer.answer, spec)] = spec
+                if not pending:
+                    break
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    spec = pending.pop(future)
+                    stops_run = False
+                    try:
+                        outcome = future.result()
+                    except LLMUnavailableError as exc:
+                        if job.fallback_extractive and answerer.answerer == "llm":
+                            notice = f"{exc}; answered the remaining questions extractively"
+                            notify.important(f"Notice: {notice}")
+                            notices.append(notice)
+                            degraded.append(notice)
+                            answerer.switch_to_extractive(notice)
+                            queue.insert(0, spec)
+                            continue
+                        fatal, stops_run = exc, True
+                        outcome = Outcome(spec, None, error=str(exc))
+                    except ModelNotFoundError as exc:
+                        fatal, stops_run = exc, True
+                        outcome = Outcome(spec, None, error=str(exc))
+                    except WebqaError as exc:
+                        # Anything else the user can act on fails this question alone.
+                        outcome = Outcome(spec, None, error=str(exc))
+                    except (OSError, duckdb.Error) as exc:
+                        if not _is_storage_failure(exc):
+                            raise
+                        raise storage_error(exc, f"{options.db}: cannot store the answer to {spec.id}") from None
+                    obj = outcome_json(outcome)
+                    if changes is not None and not stops_run:
+                        # A question the run could not ask (the model went away) gets no answer row: it
+                        # was not answered, and a later run of the job asks it again.
+                        obj["change"] = changes.record(spec, outcome.error)
+                    _mark_stale(obj, crawl.stale)
+                    done_ids.add(spec.id)
+                    write_jsonl_line(jsonl, obj)
+                    _count(counts, outcome, options.dry_run)
+                    notify(_progress_line(len(done_ids), len(specs), obj, options.dry_run))
+            interrupted = stop.is_set() and bool(queue)
+    except OSError as exc:
+        if _is_storage_failure(exc):
+            raise storage_error(exc, f"{jsonl_path}: cannot write") from None
+        raise
+    finally:
+        # A second signal leaves a question waiting on the model: do not wait for it here.
+        pool.shutdown(wait=False, cancel_futures=True)
+    order = [s.id for s in specs]
+    diff = None
+    if not options.dry_run and fatal is None and not interrupted:
+        diff = compare_runs(store, previous_run_id, run_id, order=[s.id for s in specs])
+    result = verdict(counts=counts, crawl=crawl, degraded=degraded, allow_degraded=job.allow_degraded,
+                     interrupted=interrupted, fatal=fatal, changed=bool(diff is not None and diff.changed),
+                     fail_on_change=options.fail_on_change, dry_run=options.dry_run)
     notes = notices
     if resumed:
         # The row keeps what the first part of the run noted; the report shows this part's notices.
         earlier = (store.run_row(run_id) or {}).get("notes")
         notes = [*([earlier] if earlier else []), f"resumed by PID {os.getpid()}", *notices]
-    store.finish_run(run_id, status, counts, notes="; ".join(notes) or None)
-    diff = None
-    if not options.dry_run:
-        diff = compare_runs(store, previous_run_id, run_id, order=[s.id for s in specs])
-    outputs = _write_reports(job, out_dir, run_id, status, counts, ordered, notices, crawl_line, jsonl_path, diff)
+    store.finish_run(run_id, result.status, counts, notes="; ".join(notes) or None, exit_code=int(result.exit_code),
+                     reason=result.reason, resumable=result.status == "interrupted")
+    try:
+        outputs = _write_reports(job, out_dir, run_id, result, counts, order, notices, crawl, jsonl_path, diff)
+    except OSError as exc:
+        if _is_storage_failure(exc):
+            raise storage_error(exc, f"{out_dir}: cannot write the reports") from None
+        raise
     if fatal is not None:
         raise fatal
-    exit_code = {"done": ExitCode.OK, "partial": ExitCode.PARTIAL, "interrupted": ExitCode.INTERRUPTED}.get(
-        status, ExitCode.FAILED)
-    # Failures come first: a partial run says so (1) even when answers changed; 5 only for a clean run.
-    if exit_code == ExitCode.OK and options.fail_on_change and diff is not None and diff.changed:
-        exit_code = ExitCode.CHANGED
-    return RunResult(run_id, status, exit_code, counts, outputs, notices, crawl_line, dry_run=options.dry_run,
-                     diff=diff, resumed=resumed)
+    if interrupted:
+        notify.important(f"Interrupted: run {run_id} stopped after the questions in hand; "
+                         f"{len(done_ids)}/{len(specs)} answered; `webqa run --resume` answers the rest")
+    return RunResult(run_id, result.status, result.exit_code, counts, outputs, notices, crawl.line,
+                     dry_run=options.dry_run, diff=diff, resumed=resumed, reason=result.reason)
 
 
 def _stored_form(urls: list[str] | None) -> tuple[str, ...] | None:
@@ -467,27 +773,51 @@ def _progress_line(done: int, total: int, obj: dict[str, Any], dry_run: bool) ->
     return f"{prefix}: {obj.get('confidence')} confidence, {grounded}, attempt {obj.get('attempt')}"
 
 
-def _write_reports(job: JobConfig, out_dir: Path, run_id: int, status: str, counts: dict[str, int],
-                   results: list[dict[str, Any]], notices: list[str], crawl_line: str | None,
+def read_back(jsonl_path: Path, order: list[str]) -> Iterator[dict[str, Any]]:
+    """The run's results from its JSONL file, in job order, one at a time (the last line per question wins)."""
+    offsets: dict[str, int] = {}
+    with jsonl_path.open("rb") as stream:
+        while True:
+            offset = stream.tell()
+            line = stream.readline()
+            if not line:
+                break
+            try:
+                offsets[str(json.loads(line)["question_id"])] = offset
+            except (ValueError, KeyError, TypeError):
+                continue
+        for question_id in order:
+            if question_id in offsets:
+                stream.seek(offsets[question_id])
+                yield json.loads(stream.readline())
+
+
+def _write_reports(job: JobConfig, out_dir: Path, run_id: int, result: Verdict, counts: dict[str, int],
+                   order: list[str], notices: list[str], crawl: CrawlReport,
                    jsonl_path: Path, diff: RunDiff | None = None) -> list[Path]:
     outputs = []
-    if "jsonl" in job.output.formats:
-        outputs.append(jsonl_path)
-    else:
-        jsonl_path.unlink(missing_ok=True)
     if "markdown" in job.output.formats:
+        status = result.status + (f" ({result.reason})" if result.reason and result.status != "done" else "")
         summary = [f"run {run_id}: {status}", f"questions: {counts['questions']}, answered: {counts['answered']}, "
                    f"grounded: {counts['grounded']}, not enough information: {counts['not_enough_info']}, "
                    f"failed: {counts['failed']}"]
-        if crawl_line:
-            summary.append(crawl_line)
+        if crawl.line:
+            summary.append(crawl.line)
+        summary += [f"not fetched: {f['url']}: {f['reason']}" for f in crawl.failures]
+        summary += [f"stale: {url} (last fetched {when:%Y-%m-%d %H:%M} UTC; the copy answered from may be out of date)"
+                    for url, when in sorted(crawl.stale.items())]
         summary += [f"notice: {n}" for n in notices]
         preamble = render_diff(diff) if diff is not None else []
         path = out_dir / "report.md"
-        path.write_text(markdown_report(f"{job.name} — run {run_id}", summary, results, preamble), encoding="utf-8")
+        with path.open("w", encoding="utf-8") as out:
+            write_markdown_report(out, f"{job.name} — run {run_id}", summary, read_back(jsonl_path, order), preamble)
         outputs.append(path)
     if "csv" in job.output.formats:
         path = out_dir / "answers.csv"
-        write_csv(path, results)
+        write_csv(path, read_back(jsonl_path, order))
         outputs.append(path)
+    if "jsonl" in job.output.formats:
+        outputs.insert(0, jsonl_path)
+    else:
+        jsonl_path.unlink(missing_ok=True)
     return outputs

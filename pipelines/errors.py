@@ -86,6 +86,17 @@ class StorageError(StoreError):
     """
 
 
+class StorageFailed(StorageError):
+    """A write to the database failed mid-crawl (a full disk, a file size limit); the crawl stopped.
+
+    The pages stored before the failure stay; ``summary`` counts only what the store committed.
+    """
+
+    def __init__(self, message: str, summary: WorkSummary | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
 class Interrupted(WebqaError):
     """SIGINT or SIGTERM stopped the work: what was finished is stored, the rest was not done.
 

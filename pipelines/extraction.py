@@ -12,9 +12,11 @@ import logging
 import multiprocessing
 import os
 import signal
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
+from multiprocessing.connection import Connection
 from typing import Any
 
 from scrapy.crawler import Crawler
@@ -29,17 +31,37 @@ log = logging.getLogger(__name__)
 QUIET_LOGGERS = ("trafilatura", "htmldate", "courlan")
 
 
-def init_worker() -> None:
+def init_worker(lifeline: Connection | None = None) -> None:
     """Run once in every extraction worker, before its first page.
 
     SIGINT is ignored: Ctrl-C in a terminal reaches the whole process group, and a worker killed
     mid-page would break the pool while Scrapy is still shutting down cleanly; the crawling
     process decides when the pool stops. The extraction libraries' warnings are silenced: on cron
     they would mail one line per empty page, and every failure is recorded in fetch_log anyway.
+
+    ``lifeline`` is the read end of a pipe only the crawling process can write to: when that process
+    dies, even by SIGKILL, the kernel closes it and the worker exits (see ``_exit_with_parent``).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
+    if lifeline is not None:
+        threading.Thread(target=_exit_with_parent, args=(lifeline,), name="webqa-lifeline", daemon=True).start()
+
+
+def _exit_with_parent(lifeline: Connection) -> None:
+    """Block until the crawling process closes its end of the lifeline, then end this worker at once.
+
+    A worker waits for work on a queue whose write end it holds itself, so it never sees its parent
+    die and would live on as an orphan; PR_SET_PDEATHSIG cannot help, as a worker's parent is the
+    forkserver. Once the workers are gone the forkserver and the resource tracker end on their own:
+    each exits when the last holder of its pipe does (measured in tests/test_crawl_failures.py).
+    """
+    try:
+        lifeline.recv_bytes()  # nothing is ever sent: this returns or raises only at end of file
+    except (EOFError, OSError):
+        pass
+    os._exit(1)
 
 
 class ExtractionPipeline:
@@ -54,6 +76,9 @@ class ExtractionPipeline:
         self.max_tokens = max_tokens
         self.overlap_tokens = overlap_tokens
         self.pool: ProcessPoolExecutor | None = None
+        # The crawling process's end of every worker's lifeline (see init_worker); closed after the pool.
+        self._lifeline: Connection | None = None
+        self._lifeline_reader: Connection | None = None
         # One page per worker in the pool at a time, so the backstop below measures a page's own
         # run time, not the time it spent queued behind others (a crawl of hundreds of pages would
         # otherwise time out the pages waiting at the back of the queue).
@@ -76,8 +101,11 @@ class ExtractionPipeline:
 
     def _new_pool(self) -> ProcessPoolExecutor:
         # forkserver: forking the crawling process itself would copy the reactor and its threads.
+        context = multiprocessing.get_context("forkserver")
+        if self._lifeline_reader is None:
+            self._lifeline_reader, self._lifeline = context.Pipe(duplex=False)
         return ProcessPoolExecutor(
-            self.workers, mp_context=multiprocessing.get_context("forkserver"), initializer=init_worker
+            self.workers, mp_context=context, initializer=init_worker, initargs=(self._lifeline_reader,)
         )
 
     def _replace_pool(self, broken: ProcessPoolExecutor, *, kill: bool = False) -> None:
@@ -100,6 +128,18 @@ class ExtractionPipeline:
     def close_spider(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
+        # Ends any worker of a replaced pool that is still finishing a page nobody waits for.
+        for end in (self._lifeline, self._lifeline_reader):
+            if end is not None:
+                end.close()
+        self._lifeline = self._lifeline_reader = None
+
+    def abandon(self) -> None:
+        """A second signal: stop the workers mid-page and release the pool's resources, without waiting."""
+        if self.pool is not None:
+            for process in list(getattr(self.pool, "_processes", {}).values()):
+                process.kill()
+        self.close_spider()
 
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, FetchedPage):

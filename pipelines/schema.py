@@ -6,7 +6,7 @@ keeps working instead of failing on a missing column.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -140,7 +140,8 @@ CREATE TABLE IF NOT EXISTS runs (
     job_hash VARCHAR,
     started_at TIMESTAMP NOT NULL,
     finished_at TIMESTAMP,
-    status VARCHAR NOT NULL,               -- running | done | partial | failed | interrupted
+    -- crawling | answering (in progress; 'running' in older files) | done | partial | failed | interrupted
+    status VARCHAR NOT NULL,
     crawl_run_id BIGINT,
     questions INTEGER DEFAULT 0,
     answered INTEGER DEFAULT 0,            -- got an answer (Not enough information included)
@@ -154,7 +155,11 @@ CREATE TABLE IF NOT EXISTS runs (
     pid INTEGER,
     notes VARCHAR,
     previous_run_id BIGINT,                -- the run answers were compared with: the job's last done/partial run
-    resumed INTEGER DEFAULT 0              -- how many times `webqa run --resume` continued this run
+    resumed INTEGER DEFAULT 0,             -- how many times `webqa run --resume` continued this run
+    phase VARCHAR,                         -- crawl | answer: where the run is (or stopped)
+    exit_code INTEGER,                     -- what the process told cron
+    reason VARCHAR,                        -- why the run is not 'done': failed, interrupted, partial, degraded
+    resumable BOOLEAN DEFAULT false        -- stopped with work left that --resume can finish
 );
 
 -- The job's pages as they stood when a run began: what `webqa diff` and the report compare.
@@ -353,4 +358,11 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     # 3: out-links per page and the pages of each job (page_links and job_pages are created by TABLES).
     3: ["ALTER TABLE pages ADD COLUMN IF NOT EXISTS links_at TIMESTAMP"],
+    # 4: a run is recorded from its first second (crawling, answering), with its verdict.
+    4: [
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS phase VARCHAR",
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS exit_code INTEGER",
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS reason VARCHAR",
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS resumable BOOLEAN DEFAULT false",
+    ],
 }

@@ -306,10 +306,22 @@ class Store:
         try:
             yield
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             raise
         else:
-            self.conn.execute("COMMIT")
+            try:
+                self.conn.execute("COMMIT")
+            except duckdb.Error:
+                self._rollback()  # a commit the disk refused must not leave the connection mid-transaction
+                raise
+
+    def _rollback(self) -> None:
+        try:
+            self.conn.execute("ROLLBACK")
+        except duckdb.Error as exc:
+            # After a failed write (a full disk) DuckDB may refuse the rollback too; the error that
+            # caused it says more than this one, so that one is raised.
+            log.debug("Rollback failed: %s", exc)
 
     # -- crawl runs ----------------------------------------------------------------------------
 
@@ -488,6 +500,19 @@ class Store:
             [crawl_run_id, url, utcnow(), status, outcome, reason],
         )
 
+    def crawl_failures(self, crawl_run_id: int) -> list[dict[str, Any]]:
+        """URLs that produced no page in this crawl (failed or skipped), why, and their stored copy's age.
+
+        ``stored_fetched_at`` is when the stored copy of the URL was downloaded, None when there is none:
+        a page with one is answered from a stale copy.
+        """
+        cursor = self.conn.execute(
+            "SELECT f.url, f.outcome, f.status, f.reason, p.fetched_at AS stored_fetched_at "
+            "FROM fetch_log f LEFT JOIN pages p ON p.url = f.url AND p.content_hash IS NOT NULL "
+            "WHERE f.crawl_run_id = ? ORDER BY f.outcome, f.url", [crawl_run_id])
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
+
     # -- reads ---------------------------------------------------------------------------------
 
     def count_chunks(self) -> int:
@@ -506,31 +531,42 @@ CRAWL_COUNT_COLUMNS = (
 )
 
 
+# A run in one of these states is in progress, or was killed in it ('running': files of webqa < 0.2).
+IN_PROGRESS = ("crawling", "answering", "running")
+
+
 class RunStore(Store):
     """The answering side: runs, answers, selections and prompts, each answer committed when made."""
 
-    def begin_run(self, job_name: str, job_file: str | None, job_hash: str | None, *, crawl_run_id: int | None,
-                  questions: int, answerer: str, model: str | None, method: str, dry_run: bool, pid: int,
-                  page_urls: Sequence[str] | None = None) -> int:
-        """Insert the run row and, in the same transaction, the snapshot of the job's pages.
+    def begin_run(self, job_name: str, job_file: str | None, job_hash: str | None, *, questions: int, answerer: str,
+                  model: str | None, method: str, dry_run: bool, pid: int, crawling: bool) -> int:
+        """Insert the run row the moment a run starts, before its crawl: a killed crawl leaves a run to resume.
 
         ``previous_run_id`` is the job's last done/partial run that was not a dry run: the run this
-        one's answers and pages are compared with. ``page_urls`` lists the job's URLs (normalised);
-        None means the job lists none, and every stored page is the job's (see ``snapshot_pages``).
+        one's answers and pages are compared with.
+        """
+        previous = self.previous_successful_run(job_name)
+        row = self.conn.execute(
+            "INSERT INTO runs (job_name, job_file, job_hash, started_at, status, phase, questions, answerer, model, "
+            "method, dry_run, pid, previous_run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING run_id",
+            [job_name, job_file, job_hash, utcnow(), "crawling" if crawling else "answering",
+             "crawl" if crawling else "answer", questions, answerer, model, method, dry_run, pid, previous],
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def start_answering(self, run_id: int, job_name: str, crawl_run_id: int | None,
+                        page_urls: Sequence[str] | None, *, answerer: str, model: str | None) -> None:
+        """The crawl is over: record the job's pages as they stand now (``snapshot_pages``) and move on.
+
+        ``page_urls`` lists the job's pages (normalised); None means every stored page is the job's.
         """
         with self.transaction():
-            previous = self.previous_successful_run(job_name)
-            row = self.conn.execute(
-                "INSERT INTO runs (job_name, job_file, job_hash, started_at, status, crawl_run_id, questions, answerer, "
-                "model, method, dry_run, pid, previous_run_id) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?) "
-                "RETURNING run_id",
-                [job_name, job_file, job_hash, utcnow(), crawl_run_id, questions, answerer, model, method, dry_run, pid,
-                 previous],
-            ).fetchone()
-            assert row is not None
-            run_id = int(row[0])
+            self.conn.execute("UPDATE runs SET status = 'answering', phase = 'answer', answerer = ?, model = ?, "
+                              "crawl_run_id = coalesce(?, crawl_run_id) "
+                              "WHERE run_id = ?", [answerer, model, crawl_run_id, run_id])
+            self.conn.execute("DELETE FROM run_pages WHERE run_id = ?", [run_id])
             self.snapshot_pages(run_id, job_name, page_urls)
-        return run_id
 
     def previous_successful_run(self, job_name: str, before: int | None = None) -> int | None:
         """The job's last run that finished its questions (done or partial), dry runs left out."""
@@ -578,9 +614,10 @@ class RunStore(Store):
         return rows[0] if rows else None
 
     def resume_run(self, run_id: int, pid: int, questions: int) -> None:
-        """Mark a killed or interrupted run as running again, in this process."""
+        """Mark a killed or interrupted run as in progress again, in this process, in the phase it stopped in."""
         self.conn.execute(
-            "UPDATE runs SET status = 'running', finished_at = NULL, pid = ?, questions = ?, "
+            "UPDATE runs SET status = CASE WHEN phase = 'crawl' THEN 'crawling' ELSE 'answering' END, "
+            "finished_at = NULL, pid = ?, questions = ?, exit_code = NULL, reason = NULL, resumable = false, "
             "resumed = coalesce(resumed, 0) + 1 WHERE run_id = ?",
             [pid, questions, run_id],
         )
@@ -635,12 +672,13 @@ class RunStore(Store):
         ).fetchone()
         return bool(row and row[0])
 
-    def finish_run(self, run_id: int, status: str, counts: dict[str, int], notes: str | None = None) -> None:
+    def finish_run(self, run_id: int, status: str, counts: dict[str, int], notes: str | None = None, *,
+                   exit_code: int | None = None, reason: str | None = None, resumable: bool = False) -> None:
         self.conn.execute(
             "UPDATE runs SET finished_at = ?, status = ?, answered = ?, grounded = ?, not_enough_info = ?, "
-            "failed = ?, notes = ? WHERE run_id = ?",
+            "failed = ?, notes = ?, exit_code = ?, reason = ?, resumable = ? WHERE run_id = ?",
             [utcnow(), status, counts.get("answered", 0), counts.get("grounded", 0),
-             counts.get("not_enough_info", 0), counts.get("failed", 0), notes, run_id],
+             counts.get("not_enough_info", 0), counts.get("failed", 0), notes, exit_code, reason, resumable, run_id],
         )
 
     def save_attempt(self, answer: dict[str, Any], selections: Sequence[dict[str, Any]], prompt: str | None,

@@ -7,13 +7,37 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import duckdb
+from scrapy import signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import DropItem, NotConfigured
+from scrapy.utils.defer import deferred_from_coro
 
 from pipelines.items import ExtractedPage, FetchOutcome
 from pipelines.store import PageRecord, Store
 
 log = logging.getLogger(__name__)
+
+# What a write the database refused raises: DuckDB's errors (a full disk reaches us as an IO Error),
+# or the OS's own when a file cannot be written at all.
+STORAGE_ERRORS = (duckdb.Error, OSError)
+# The close reason the pipeline gives when the database stops accepting writes.
+STORAGE_ERROR = "storage_error"
+# Stats key holding the one-line description of the first failed write, for ``crawler.run``.
+STORAGE_ERROR_STAT = "webqa/storage_error"
+
+
+def crawl_status(reason: str | None) -> str:
+    """The crawl_runs status for the reason Scrapy closed the spider with."""
+    return {"finished": "done", "closespider_timeout": "timed_out", STORAGE_ERROR: "failed"}.get(
+        reason or "", "interrupted")
+
+
+def describe_storage_error(db_path: str, exc: BaseException) -> str:
+    """One line naming the database and what the OS said (No space left on device, File too large …)."""
+    detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).strip().splitlines()[0]
+    return (f"{db_path}: writing to the database failed: {detail}; the crawl stopped and the pages stored "
+            "before it are kept; free space on that disk and crawl again")
 
 
 class StorePipeline:
@@ -33,13 +57,19 @@ class StorePipeline:
         self.store: Store | None = None
         self.crawl_run_id: int | None = None
         self.writer: ThreadPoolExecutor | None = None
+        # The first write the database refused (one line); once set, nothing more is written.
+        self.failure: str | None = None
+        self._closing: Any = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StorePipeline:
         db_path = crawler.settings.get("WEBQA_DB")
         if not db_path:
             raise NotConfigured("WEBQA_DB is not set: no database to store pages in")
-        return cls(crawler, db_path, crawler.settings.get("WEBQA_JOB_NAME"))
+        pipeline = cls(crawler, db_path, crawler.settings.get("WEBQA_JOB_NAME"))
+        # The run is finished there, not in close_spider: only the signal carries the close reason.
+        crawler.signals.connect(pipeline.spider_closed, signal=signals.spider_closed)
+        return pipeline
 
     def open_spider(self) -> None:
         self.store = Store.open(self.db_path)
@@ -53,25 +83,33 @@ class StorePipeline:
         self.writer = ThreadPoolExecutor(1, thread_name_prefix="webqa-store")
 
     def close_spider(self) -> None:
-        if self.store is None:
-            return
         if self.writer is not None:
             self.writer.shutdown(wait=True)
             self.writer = None
+
+    def spider_closed(self, reason: str) -> None:
+        if self.store is None:
+            return
         stats = self.crawler.stats.get_stats() if self.crawler.stats is not None else {}
         counts = {key.removeprefix("webqa/count/"): int(value) for key, value in stats.items()
                   if key.startswith("webqa/count/")}
         try:
-            if counts.get("new") or counts.get("changed") or self.store.fts_is_stale():
+            if self.failure is None and (counts.get("new") or counts.get("changed") or self.store.fts_is_stale()):
                 self.store.rebuild_fts()
-            # A signal's stop (crawler/shutdown.py) closes the pipelines before Scrapy sets finish_reason.
-            stopped = stats.get("webqa/interrupted") or stats.get("finish_reason") not in (None, "finished")
-            status = "interrupted" if stopped else "done"
             assert self.crawl_run_id is not None
-            self._record_job_pages(complete=status == "done")
+            # A failed write may have come after Scrapy's own reason was settled ("finished"); a signal's
+            # stop (crawler/shutdown.py) arrives as "shutdown" and is recorded interrupted.
+            status = crawl_status(STORAGE_ERROR if self.failure else reason)
+            if self.failure is None:
+                self._record_job_pages(complete=status == "done")
             self.store.finish_crawl(self.crawl_run_id, status, counts)
+        except STORAGE_ERRORS as exc:
+            self._failed(exc, stop=False)  # the run keeps its 'running' row; the next crawl marks it 'killed'
         finally:
-            self.store.close()
+            try:
+                self.store.close()
+            except STORAGE_ERRORS as exc:
+                self._failed(exc, stop=False)
             self.store = None
 
     def _record_job_pages(self, *, complete: bool) -> None:
@@ -88,9 +126,15 @@ class StorePipeline:
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, (ExtractedPage, FetchOutcome)):
             return item
+        if self.failure is not None:
+            raise DropItem(f"not stored, the database failed earlier: {self.failure}")
         assert self.store is not None and self.writer is not None
         write = self._save if isinstance(item, ExtractedPage) else self._record
-        counts = await asyncio.get_running_loop().run_in_executor(self.writer, write, item)
+        try:
+            counts = await asyncio.get_running_loop().run_in_executor(self.writer, write, item)
+        except STORAGE_ERRORS as exc:
+            self._failed(exc)
+            raise DropItem(f"not stored: {self.failure}") from None
         # Stats are only touched on the reactor thread.
         for key, value in counts.items():
             self._inc(key, value)
@@ -120,6 +164,19 @@ class StorePipeline:
             return {"not_modified": 1}
         self.store.log_fetch(self.crawl_run_id, item.url, item.outcome, item.reason, item.status)
         return {item.outcome: 1}
+
+    def _failed(self, exc: BaseException, *, stop: bool = True) -> None:
+        """Remember the first failed write and stop the crawl: every later page would fail the same way."""
+        log.debug("Write to %s failed", self.db_path, exc_info=exc)
+        if self.failure is not None:
+            return
+        self.failure = describe_storage_error(self.db_path, exc)
+        if self.crawler.stats is not None:
+            self.crawler.stats.set_value(STORAGE_ERROR_STAT, self.failure)
+        engine = self.crawler.engine
+        if stop and engine is not None and engine.spider is not None:
+            self._closing = deferred_from_coro(engine.close_spider_async(reason=STORAGE_ERROR))
+            self._closing.addErrback(lambda failure: log.debug("Closing the spider failed: %s", failure))
 
     def _inc(self, key: str, by: int = 1) -> None:
         if self.crawler.stats is not None:

@@ -1,7 +1,7 @@
 """Bounded model replies end to end: what a trickling, looping or huge reply does to a real `webqa run`.
 
 Every run is a subprocess of the real CLI against the fake Ollama and a crawled loopback site (the
-helpers and fixtures come from tests/test_run.py), so exit codes, answers.jsonl, report.md and the
+helpers and fixtures come from tests/support/run.py), so exit codes, answers.jsonl, report.md and the
 DuckDB rows are what cron would see.
 """
 

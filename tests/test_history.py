@@ -150,8 +150,11 @@ def test_answer_and_page_changes_between_runs(tmp_path: Path, fake_ollama: FakeO
 
         # Run 1: the first run of the job; every answer is new.
         first = run()
-        assert first.returncode == 0, first.stderr
-        assert "Run 1 done: 4/4 answered" in first.stdout and "first run of the job" in first.stdout
+        # A listed URL that does not exist (yet) is a failed URL: a partial run, named on stderr.
+        assert first.returncode == 1, first.stderr
+        assert f"  {url['news']}: failed: HTTP 404" in lines(first.stderr)
+        assert "Run 1 partial: 4/4 answered" in first.stdout and "first run of the job" in first.stdout
+        assert "1 URLs could not be fetched" in first.stdout
         assert {r["change"] for r in read_jsonl(out / "run-1" / "answers.jsonl")} == {"new"}
         before = finals(db, 1)
         assert "8731" in before["port"]["answer"] and "every Tuesday" in before["tomatoes"]["answer"]
@@ -344,10 +347,10 @@ def test_a_killed_run_is_resumed_without_losing_or_repeating_answers(tmp_path: P
     answered_before = [r["question_id"] for r in read_jsonl(jsonl)]
     assert answered_before == ALL[:2]
     (killed,) = rows(db, "SELECT * FROM runs")
-    assert killed["status"] == "running" and killed["pid"] == proc.pid
+    assert killed["status"] == "answering" and killed["pid"] == proc.pid
     assert sorted(finals(db, 1)) == sorted(ALL[:2])
     listing = json.loads(webqa("runs", "--json", "--db", db, cwd=tmp_path).stdout)
-    assert [(r["run_id"], r["state"], r["status"]) for r in listing] == [(1, "killed", "running")]
+    assert [(r["run_id"], r["state"], r["status"]) for r in listing] == [(1, "killed (answering)", "answering")]
 
     asked_before = len(fake_ollama.requests_to("/api/chat"))
     fake_ollama.chat_responder = quoting_responder

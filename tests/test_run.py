@@ -316,16 +316,28 @@ def test_missing_model_at_start_says_what_to_pull(tmp_path: Path, db: Path, llm:
 
 
 def test_hybrid_without_the_embedding_model_selects_with_bm25(tmp_path: Path, db: Path, llm: FakeOllama) -> None:
+    """A degraded run (bm25 instead of hybrid) is not a clean one: exit 1 and one line saying why, under -q too."""
     llm.models = {"llama3.2:3b"}
-    done = run_job(tmp_path, write_job(tmp_path, job_yaml(["port", "steps"], method="hybrid")), db, host=llm.url)
-    assert done.returncode == 0, done.stderr
+    done = run_job(tmp_path, write_job(tmp_path, job_yaml(["port", "steps"], method="hybrid")), db, "-q", host=llm.url)
+    assert done.returncode == 1, done.stderr
     notices = [line for line in lines(done.stderr) if line.startswith("Notice")]
     assert notices == [f"Notice: embedding model nomic-embed-text is not available on {llm.url}; "
-                       "run `ollama pull nomic-embed-text`; selecting with bm25"]
+                       "run `ollama pull nomic-embed-text`; selected with bm25 instead of hybrid"]
+    (summary,) = [line for line in lines(done.stdout) if line.startswith("Run ")]
+    assert summary.startswith("Run 1 partial: 2/2 answered") and "degraded: embedding model" in summary
     results = read_jsonl(run_dir(tmp_path) / "answers.jsonl")
     assert [r["method_used"] for r in results] == ["bm25", "bm25"] and all(r["grounded"] for r in results)
     assert "ollama pull nomic-embed-text" in results[0]["notice"]
     assert llm.requests_to("/api/embed") == []
+    assert "partial (degraded: embedding model" in (run_dir(tmp_path) / "report.md").read_text(encoding="utf-8")
+
+
+def test_a_job_that_allows_degraded_runs_exits_0(tmp_path: Path, db: Path, llm: FakeOllama) -> None:
+    llm.models = {"llama3.2:3b"}
+    job = write_job(tmp_path, job_yaml(["port"], method="hybrid", extra="allow_degraded: true\n"))
+    done = run_job(tmp_path, job, db, host=llm.url)
+    assert done.returncode == 0, done.stderr
+    assert any(line.startswith("Notice: embedding model") for line in lines(done.stderr))
 
 
 def test_ollama_down_falls_back_to_extractive_answers(tmp_path: Path, db: Path) -> None:
@@ -333,7 +345,8 @@ def test_ollama_down_falls_back_to_extractive_answers(tmp_path: Path, db: Path) 
     job = write_job(tmp_path, job_yaml(ALL, method="hybrid"))
     done = run_job(tmp_path, job, db, host=host)
 
-    assert done.returncode == 0, done.stderr
+    # Degraded: the answers are there, but cron must hear that the model did not write them.
+    assert done.returncode == 1, done.stderr
     notices = [line for line in lines(done.stderr) if line.startswith("Notice")]
     assert len(notices) == 1 and host in notices[0] and "extractive" in notices[0]
     assert "Traceback" not in done.stderr and "WARNING" not in done.stderr
@@ -344,7 +357,9 @@ def test_ollama_down_falls_back_to_extractive_answers(tmp_path: Path, db: Path) 
     assert "8731" in results["port"]["answer"] and results["port"]["grounded"] is True
     (run,) = rows(db, "SELECT * FROM runs")
     assert run["answerer"] == "extractive" and host in run["notes"]
-    assert "notice:" in (run_dir(tmp_path) / "report.md").read_text(encoding="utf-8")
+    assert (run["status"], run["exit_code"]) == ("partial", 1) and run["reason"].startswith("degraded: Ollama")
+    report = (run_dir(tmp_path) / "report.md").read_text(encoding="utf-8")
+    assert "notice:" in report and "partial (degraded: Ollama is not reachable" in report.split("## ")[0]
 
 
 def test_ollama_down_without_fallback_is_one_error_line(tmp_path: Path, db: Path) -> None:

@@ -1,0 +1,16 @@
+"""Crawling with several worker processes on several machines, coordinated through Redis.
+
+One command, the coordinator (``webqa crawl --redis URL``), seeds a shared frontier, stores what the
+workers send into DuckDB and decides when the crawl is over; any number of ``webqa worker --redis URL``
+processes fetch and clean. Redis holds everything shared, under the key prefix ``webqa:``:
+
+* ``queue.py``: the frontier (requests by priority, leased while a worker has them, requeued when a
+  lease expires), the duplicate filter and the crawl's limits (``max_pages``), as Lua scripts;
+* ``gate.py``: one politeness gate per host for all workers (delay, Crawl-delay, Retry-After, and
+  robots.txt fetched once and shared);
+* ``items.py``: items as JSON, handed over to the coordinator together with the lease's release;
+* ``worker.py`` and ``coordinator.py``: the two commands.
+
+A crawl on one machine (no ``--redis``) imports none of this, and Redis is an optional dependency
+(``pip install 'webqa[redis]'``).
+"""

@@ -1,0 +1,368 @@
+"""`webqa crawl --redis URL`: seed the shared frontier, be its one DuckDB writer, end the crawl.
+
+The coordinator reads what the crawl needs from the store (as ``crawler.run.run_crawl`` does),
+publishes the crawl for the workers, queues the listed URLs, and then, until the agreed stop, moves
+items from Redis into DuckDB through the same code as the local store pipeline. The stop: nothing
+queued, nothing leased and nothing left to write, for a grace period. Then it records the crawl run,
+reports the same ``CrawlSummary`` as a local crawl, and removes the crawl's keys, which tells every
+worker to close.
+
+A coordinator killed at any point is restarted with the same command: it finds the crawl in Redis,
+finishes writing the item it was writing without storing it twice, and carries on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from crawler.distributed.items import decode_item, encode_item
+from crawler.distributed.queue import DEFAULT_LEASE_SECONDS, Frontier, JsonSerializer, Keys, connect, delete_namespace
+from pipelines.items import ExtractedPage, FetchOutcome
+from crawler.run import CrawlOptions, CrawlSummary, allows_private_networks, fresh_cutoff, gather_urls
+from pipelines.errors import ConfigError, Interrupted, NothingToDoError
+from pipelines.store import Store
+from pipelines.store_pipeline import StorePipeline
+
+log = logging.getLogger(__name__)
+
+#: The coordinator's "I am alive" key expires after this long; a restart waits for a dead one's to go.
+HEARTBEAT_SECONDS = 10
+POLL = 0.1
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, "") or default)
+    except ValueError:
+        raise ConfigError(f"{name}={os.environ[name]!r}: expected a number of seconds") from None
+
+
+class Writer:
+    """Items from Redis into DuckDB, one at a time, through ``StorePipeline``'s own write code.
+
+    An item is moved to the ``writing`` list before it is stored and removed (with its counts added)
+    after; a coordinator killed in between finds it there, and ``resume`` stores it only if DuckDB
+    does not have it yet (one item per URL and crawl run makes that check exact).
+    """
+
+    def __init__(self, client: Any, keys: Keys, store: Store, crawl_run_id: int, job_name: str | None) -> None:
+        self.r = client
+        self.keys = keys
+        self.store = store
+        self.crawl_run_id = crawl_run_id
+        self.sink = StorePipeline(None, str(store.path), job_name)  # type: ignore[arg-type]  # only its writes
+        self.sink.store = store
+        self.sink.crawl_run_id = crawl_run_id
+
+    def resume(self) -> int:
+        pending = self.r.lrange(self.keys.writing, 0, -1)
+        for raw in pending:
+            self._apply(raw, check=True)
+        return len(pending)
+
+    def drain(self, limit: int = 200) -> int:
+        written = 0
+        while written < limit:
+            raw = self.r.lmove(self.keys.items, self.keys.writing, "LEFT", "RIGHT")
+            if raw is None:
+                break
+            self._apply(raw, check=False)
+            written += 1
+        return written
+
+    def _apply(self, raw: bytes, *, check: bool) -> None:
+        item = decode_item(raw)
+        counts: dict[str, int] | None = self._already_written(item) if check else None
+        if counts is None:
+            counts = self.sink._save(item) if isinstance(item, ExtractedPage) else self.sink._record(item)
+        pipe = self.r.pipeline(transaction=True)
+        pipe.lrem(self.keys.writing, 1, raw)
+        for key, value in counts.items():
+            pipe.hincrby(self.keys.counts, key, value)
+        pipe.execute()
+
+    def _already_written(self, item: ExtractedPage | FetchOutcome) -> dict[str, int] | None:
+        """The item's counts if DuckDB already has it, else None."""
+        conn = self.store.conn
+        if isinstance(item, ExtractedPage):
+            page = item.page
+            row = conn.execute("SELECT changed_at = fetched_at FROM pages WHERE url = ? AND fetched_at = ?",
+                               [page.url, page.fetched_at]).fetchone()
+            if row is None:
+                return None
+            # Whether it was new or changed is no longer known: a changed body is counted as changed.
+            state = "changed" if row[0] else "unchanged"
+            counts = {"fetched": 1, state: 1, "html_bytes": page.html_bytes, "text_bytes": item.text_bytes}
+            if state != "unchanged":
+                counts["chunks"] = len(item.chunks)
+            return counts
+        if item.outcome == "not_modified":
+            return None  # marking a page checked twice changes nothing
+        row = conn.execute("SELECT 1 FROM fetch_log WHERE crawl_run_id = ? AND url = ? AND outcome = ? AND reason = ?",
+                           [self.crawl_run_id, item.url, item.outcome, item.reason]).fetchone()
+        return {item.outcome: 1} if row is not None else None
+
+
+def _prepare(options: CrawlOptions, store: Store) -> dict[str, Any]:
+    """What ``run_crawl`` reads before Scrapy starts: URLs, problems, stored links, fresh pages, validators."""
+    listed, problems = gather_urls(options)
+    following = options.depth > 0 and options.follow != "none"
+    stored = store.validators()
+    links = store.page_links() if following else {}
+    if following:
+        stored = {url: v for url, v in stored.items() if url in links}
+    fresh_urls: set[str] = set()
+    cutoff = fresh_cutoff(options)
+    if cutoff is not None:
+        fresh_urls = {url for url, v in stored.items() if v.fetched_at and v.fetched_at >= cutoff}
+    validators = {url: (v.etag, v.last_modified) for url, v in stored.items() if v.etag or v.last_modified}
+    return {"listed": listed, "problems": problems, "links": links, "fresh": fresh_urls, "validators": validators,
+            "following": following}
+
+
+def _config(options: CrawlOptions, prep: dict[str, Any], lease_seconds: float) -> dict[str, Any]:
+    """Everything a worker needs to crawl as this machine would (crawler/distributed/worker.py)."""
+    return {
+        "delay": options.delay,
+        "hosts": {h: {"delay": p.delay, "concurrency": p.concurrency} for h, p in options.hosts.items()},
+        "contact": options.contact, "obey_robots": options.obey_robots, "max_crawl_delay": options.max_crawl_delay,
+        "allow_private_networks": allows_private_networks(options), "timeout": options.timeout,
+        "max_bytes": options.max_bytes, "depth": options.depth, "max_pages": options.max_pages,
+        "allow": list(options.allow), "deny": list(options.deny), "follow": options.follow,
+        "stored_links": prep["links"], "fresh": sorted(prep["fresh"]), "validators": prep["validators"],
+        "lease_seconds": lease_seconds,
+    }
+
+
+class Coordinator:
+    def __init__(self, options: CrawlOptions, db_path: Path, redis_url: str, prefix: str = "webqa") -> None:
+        import redis as redis_lib
+
+        self.options = options
+        self.db_path = db_path
+        self.redis_url = redis_url
+        try:
+            self.r = connect(redis_url)
+        except redis_lib.RedisError as exc:
+            raise ConfigError(f"cannot reach Redis at {redis_url}: {exc}") from None
+        self.keys = Keys(prefix)
+        self.lease_seconds = _env_float("WEBQA_REDIS_LEASE", DEFAULT_LEASE_SECONDS)
+        self.grace = _env_float("WEBQA_REDIS_GRACE", 2.0)
+        self.worker_wait = _env_float("WEBQA_REDIS_WORKER_WAIT", 600.0)
+        self.frontier = Frontier(self.r, self.keys, lease_seconds=self.lease_seconds, token="coordinator")
+        self.signal_name: str | None = None
+
+    # -- the run -----------------------------------------------------------------------------------
+
+    def run(self) -> CrawlSummary:
+        started = time.monotonic()
+        self._wait_for_dead_coordinator()
+        crawl = self._load_crawl()
+        with Store.open(self.db_path) as store:  # held for the whole crawl: the one writer
+            prep = None
+            if crawl is None or crawl["state"] == "seeding":
+                prep = _prepare(self.options, store)
+                if not prep["listed"] or (crawl is None and self._all_fresh(prep)):
+                    return self._nothing_to_fetch(prep, started)
+            if crawl is None:
+                assert prep is not None
+                crawl_run_id = store.begin_crawl(self.options.job_name,
+                                                 urls_requested=len(prep["listed"]) + len(prep["problems"]))
+                crawl = {"id": uuid.uuid4().hex, "state": "seeding", "db": str(self.db_path.resolve()),
+                         "crawl_run_id": crawl_run_id, "job_name": self.options.job_name}
+                self.r.set(self.keys.config, json.dumps(_config(self.options, prep, self.lease_seconds)))
+                self._publish(crawl)
+                self._load_robots_cache()
+            else:
+                log.warning("Resuming crawl run %s from Redis %s", crawl["crawl_run_id"], self.redis_url)
+            writer = Writer(self.r, self.keys, store, int(crawl["crawl_run_id"]), crawl.get("job_name"))
+            writer.resume()
+            if crawl["state"] == "seeding":
+                assert prep is not None
+                self._seed(prep)
+                crawl["state"] = "running"
+                self._publish(crawl)
+            problems = prep["problems"] if prep is not None else []
+            with self._signals():
+                self._wait(writer)
+            return self._finish(store, writer, crawl, problems, started)
+
+    def _all_fresh(self, prep: dict[str, Any]) -> bool:
+        fresh = [u for u in prep["listed"] if u.url in prep["fresh"]]
+        return len(fresh) == len(prep["listed"]) and not (
+            prep["following"] and any(prep["links"].get(u.url) for u in fresh))
+
+    def _nothing_to_fetch(self, prep: dict[str, Any], started: float) -> CrawlSummary:
+        fresh = [u for u in prep["listed"] if u.url in prep["fresh"]]
+        problems = prep["problems"]
+        if fresh:
+            return CrawlSummary(None, {}, problems, len(fresh), time.monotonic() - started)
+        detail = f": {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") if problems else ""
+        raise NothingToDoError(f"no valid URL to crawl{detail}")
+
+    def _wait_for_dead_coordinator(self) -> None:
+        deadline = time.monotonic() + HEARTBEAT_SECONDS + 1
+        while self.r.exists(self.keys.coordinator):
+            if time.monotonic() > deadline:
+                raise ConfigError(f"another coordinator is running a crawl on {self.redis_url} "
+                                  f"(key {self.keys.coordinator}); wait for it to finish")
+            time.sleep(0.2)
+        self._beat()
+
+    def _beat(self) -> None:
+        self.r.set(self.keys.coordinator, os.getpid(), ex=HEARTBEAT_SECONDS)
+
+    def _load_crawl(self) -> dict[str, Any] | None:
+        raw = self.r.get(self.keys.crawl)
+        if raw is None:
+            return None
+        crawl = json.loads(raw)
+        if crawl.get("db") != str(self.db_path.resolve()):
+            raise ConfigError(
+                f"Redis {self.redis_url} holds an unfinished crawl into {crawl.get('db')}, not {self.db_path}; "
+                f"finish it with that --db, or remove its keys (redis-cli --scan --pattern '{self.keys.pattern()}' "
+                "| xargs redis-cli del)")
+        return crawl
+
+    def _publish(self, crawl: dict[str, Any]) -> None:
+        self.r.set(self.keys.crawl, json.dumps(crawl))
+
+    def _seed(self, prep: dict[str, Any]) -> None:
+        from crawler.distributed.worker import DistributedUrlsSpider
+
+        options = self.options
+        spider = DistributedUrlsSpider(
+            listed=prep["listed"], problems=prep["problems"], depth=options.depth, max_pages=options.max_pages,
+            allow=list(options.allow), deny=list(options.deny), follow=options.follow,
+            stored_links=prep["links"], fresh=prep["fresh"], frontier=self.frontier,
+        )
+        for request in spider.seed_requests():
+            data = JsonSerializer.dumps(request.to_dict(spider=spider))
+            self.frontier.push(request.meta["webqa_id"], data, request.priority, urlsplit(request.url).hostname or "")
+        # Invalid URLs are items like any other (as the local spider yields them), queued once.
+        if prep["problems"] and self.r.set(self.keys.problems_queued, 1, nx=True):
+            pipe = self.r.pipeline(transaction=True)
+            for problem in prep["problems"]:
+                pipe.rpush(self.keys.items, encode_item(
+                    FetchOutcome(url=problem.raw, outcome="skipped", reason=f"{problem.origin}: {problem.reason}")))
+            pipe.execute()
+
+    def _wait(self, writer: Writer) -> None:
+        """Write items until the agreed stop: nothing queued, leased or unwritten, for the grace period."""
+        quiet_since: float | None = None
+        last_progress = time.monotonic()
+        while self.signal_name is None:
+            self._beat()
+            self.frontier.reap()
+            wrote = writer.drain()
+            queued, leased, items, writing = self.frontier.state()
+            now = time.monotonic()
+            if wrote or leased:
+                last_progress = now
+            if queued == leased == items == writing == 0:
+                quiet_since = quiet_since if quiet_since is not None else now
+                if now - quiet_since >= self.grace:
+                    return
+            else:
+                quiet_since = None
+            if now - last_progress > self.worker_wait:
+                raise NothingToDoError(
+                    f"no worker took a request for {self.worker_wait:g} s ({queued} queued); start workers with "
+                    f"`webqa worker --redis {self.redis_url}` and rerun this command to carry on")
+            if not wrote:
+                time.sleep(POLL)
+
+    @contextmanager
+    def _signals(self) -> Iterator[None]:
+        def stop(signum: int, frame: Any) -> None:
+            self.signal_name = signal.Signals(signum).name
+
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _finish(self, store: Store, writer: Writer, crawl: dict[str, Any], problems: list[Any],
+                started: float) -> CrawlSummary:
+        crawl_run_id = int(crawl["crawl_run_id"])
+        if self.signal_name is not None:
+            # Workers close at once; what they already handed over is stored, the rest is not fetched.
+            crawl["state"] = "stopped"
+            self._publish(crawl)
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline and (writer.drain() or self.frontier.state()[1]):
+                time.sleep(POLL)
+        writer.drain(limit=10**9)
+        counts = {k.decode(): int(v) for k, v in self.r.hgetall(self.keys.counts).items()}
+        reached = {k.decode(): int(v) for k, v in self.r.hgetall(self.keys.reached).items()}
+        status = "interrupted" if self.signal_name else "done"
+        if counts.get("new") or counts.get("changed") or store.fts_is_stale():
+            store.rebuild_fts()
+        if self.options.job_name:
+            store.record_job_pages(self.options.job_name, crawl_run_id, reached)
+            if status == "done":
+                counts["gone"] = len(store.gone_job_pages(self.options.job_name, crawl_run_id))
+        store.finish_crawl(crawl_run_id, status, counts)
+        self._save_robots_cache()
+        delete_namespace(self.r, self.keys)  # workers see the crawl gone and close
+        summary = CrawlSummary(crawl_run_id, counts, problems, counts.get("fresh", 0), time.monotonic() - started,
+                               interrupted=self.signal_name)
+        if self.signal_name is not None:
+            raise Interrupted(f"{self.signal_name}: the crawl stopped; {summary.processed} pages fetched or confirmed "
+                              "are stored, the rest was not fetched", summary)
+        if summary.processed == 0 and not summary.fresh:
+            raise NothingToDoError(
+                f"no URL could be fetched ({summary.count('failed')} failed, {summary.count('skipped')} skipped); "
+                f"see `SELECT url, reason FROM fetch_log WHERE crawl_run_id = {crawl_run_id}` in {self.db_path}",
+                summary,
+            )
+        return summary
+
+    # -- the robots.txt cache across runs: file next to the database ⇄ the crawl's shared verdicts ----
+
+    def _robots_cache_path(self) -> Path:
+        return self.db_path.with_name(self.db_path.name + ".robots.json")
+
+    def _load_robots_cache(self) -> None:
+        from crawler.middlewares.robots import DEFAULT_CACHE_TTL, cache_entry, load_cache
+
+        if not self.options.obey_robots:
+            return
+        cached = load_cache(self._robots_cache_path(), time.time(), DEFAULT_CACHE_TTL)
+        if cached:
+            self.r.hset(self.keys.robots, mapping={o: json.dumps(cache_entry(r)) for o, r in cached.items()})
+
+    def _save_robots_cache(self) -> None:
+        from crawler.middlewares.robots import DEFAULT_CACHE_TTL, load_cache, result_from_cache, write_cache
+
+        if not self.options.obey_robots:
+            return
+        now = time.time()
+        merged = load_cache(self._robots_cache_path(), now, DEFAULT_CACHE_TTL)
+        for origin, raw in self.r.hgetall(self.keys.robots).items():
+            result = result_from_cache(json.loads(raw), now, DEFAULT_CACHE_TTL)
+            if result is not None:
+                merged[origin.decode()] = result
+        try:
+            write_cache(self._robots_cache_path(), merged)
+        except OSError as exc:
+            log.warning("Cannot write robots.txt cache %s: %s", self._robots_cache_path(), exc)
+
+
+def run_distributed(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
+    """``run_crawl`` with the frontier in Redis (``options.redis``) and the fetching done by workers."""
+    assert options.redis
+    allows_private_networks(options)  # a bad WEBQA_ALLOW_PRIVATE_NETWORKS is one line, before anything runs
+    return Coordinator(options, Path(db_path), options.redis).run()

@@ -1,0 +1,69 @@
+"""Items on their way from a worker to the coordinator's single DuckDB writer, as JSON in Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+from datetime import datetime
+from typing import Any
+
+from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
+from scrapy_redis.pipelines import RedisPipeline
+
+from pipelines.items import ExtractedPage, FetchedPage, FetchOutcome
+from pipelines.chunk import Chunk
+
+log = logging.getLogger(__name__)
+
+
+def encode_item(item: ExtractedPage | FetchOutcome) -> bytes:
+    if isinstance(item, ExtractedPage):
+        page = dataclasses.asdict(item.page)
+        page["fetched_at"] = item.page.fetched_at.isoformat()
+        body = {f.name: getattr(item, f.name) for f in dataclasses.fields(item) if f.name not in ("page", "chunks")}
+        payload = {"kind": "page", "page": page, **body, "chunks": [dataclasses.asdict(c) for c in item.chunks]}
+    else:
+        payload = {"kind": "outcome", **dataclasses.asdict(item)}
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def decode_item(data: bytes) -> ExtractedPage | FetchOutcome:
+    payload = json.loads(data)
+    kind = payload.pop("kind")
+    if kind == "outcome":
+        return FetchOutcome(**payload)
+    page = payload.pop("page")
+    page["fetched_at"] = datetime.fromisoformat(page["fetched_at"])
+    chunks = [Chunk(**{**c, "heading_path": tuple(c["heading_path"])}) for c in payload.pop("chunks")]
+    return ExtractedPage(page=FetchedPage(**page), chunks=chunks, **payload)
+
+
+def item_url(item: ExtractedPage | FetchOutcome) -> str:
+    return item.page.url if isinstance(item, ExtractedPage) else item.url
+
+
+class LeaseItemPipeline(RedisPipeline):
+    """scrapy-redis's item pipeline, for Scrapy 2.19 (``process_item(item)``), that pushes each URL's
+    item and ends the URL's lease in one Redis script (``Frontier.ack``)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(server=None)
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> LeaseItemPipeline:
+        if not crawler.settings.get("WEBQA_REDIS_URL"):
+            raise NotConfigured("WEBQA_REDIS_URL is not set: items go to the local store")
+        return cls(crawler)
+
+    async def process_item(self, item: Any) -> Any:
+        if not isinstance(item, (ExtractedPage, FetchOutcome)):
+            return item
+        frontier = self.crawler.spider.frontier  # type: ignore[union-attr]
+        data = encode_item(item)
+        # A large page takes a few ms to send: off the reactor thread, which times the gate's grants.
+        await asyncio.get_running_loop().run_in_executor(None, frontier.ack, item_url(item), data)
+        return item

@@ -1,0 +1,360 @@
+"""The shared frontier in Redis: admission (duplicates, max_pages), a leased queue, items handed over.
+
+A request is never removed from Redis when a worker takes it: ``pop`` moves it from the queue to the
+leases (with an expiry in Redis time), the worker renews its leases while it lives, and ``ack`` removes
+the lease and pushes the URL's item for the coordinator in one script, so a URL is always queued,
+leased, or delivered, never lost. A lease that expires (its worker died) goes back to the queue on the
+next ``pop`` or ``reap``. A retry or a redirect of a leased request replaces its lease by a queue entry.
+
+Every request is keyed by its ``webqa_id``: the URL as listed or discovered (one item per such URL,
+``crawler/spiders/urls.py``), which its redirects and retries keep in ``meta``.
+
+The queue class and the scheduler are scrapy-redis's, adapted to Scrapy 2.19 (no ``spider=`` in stats
+calls; the queue is kept at close, ``SCHEDULER_PERSIST``, and the coordinator removes it at the end).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import redis
+from scrapy_redis.queue import Base
+from scrapy_redis.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+PREFIX = "webqa"
+#: Seconds a taken request stays leased without renewal; workers renew every third of it.
+DEFAULT_LEASE_SECONDS = 60.0
+#: Every call to Redis gives up after this long: a dead Redis is an error, not a hang.
+SOCKET_TIMEOUT = 10.0
+
+
+def connect(url: str) -> redis.Redis:
+    """A client for ``url`` with bounded connects and reads; raises ``redis.RedisError`` if unreachable."""
+    client = redis.Redis.from_url(
+        url, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=5.0, health_check_interval=30,
+    )
+    client.ping()
+    return client
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The Redis keys of one crawl namespace."""
+
+    prefix: str = PREFIX
+
+    def __getattr__(self, name: str) -> str:  # keys.queue → "webqa:queue"
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return f"{self.prefix}:{name}"
+
+    def gate(self, host: str) -> str:
+        return f"{self.prefix}:gate:{host}"
+
+    def gate_holders(self, host: str) -> str:
+        return f"{self.prefix}:gate:{host}:holders"
+
+    def pattern(self) -> str:
+        return f"{self.prefix}:*"
+
+
+# Milliseconds of Redis's own clock: the one clock every worker on every machine shares.
+_NOW = "local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+
+# Expired leases back to the queue with their old score (kept in the holder entry "token|score").
+_REAP = """
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
+for _, id in ipairs(expired) do
+  local holder = redis.call('HGET', KEYS[4], id) or '|0'
+  local score = string.match(holder, '|(.*)$') or '0'
+  redis.call('ZREM', KEYS[2], id)
+  redis.call('HDEL', KEYS[4], id)
+  redis.call('ZADD', KEYS[1], score, id)
+  redis.call('HINCRBY', KEYS[5], 'requeued', 1)
+end
+"""
+
+# KEYS: queue, leases, reqs, holders, stats. ARGV: lease ms, token.
+POP = _NOW + _REAP + """
+local item = redis.call('ZPOPMIN', KEYS[1])
+if #item == 0 then return false end
+local id, score = item[1], item[2]
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]), id)
+redis.call('HSET', KEYS[4], id, ARGV[2] .. '|' .. score)
+return {id, redis.call('HGET', KEYS[3], id)}
+"""
+
+REAP = _NOW + _REAP + "return #expired"
+
+# KEYS: queue, leases, reqs, holders, hostseq. ARGV: id, request, priority, token, host.
+# A leased id is replaced only by its own holder (a retry or redirect); a stranger's push is refused.
+# Within a priority, the n-th request of every host comes before the (n+1)-th of any: hosts take
+# turns, so a worker's downloads are not all waiting for the gate of the one host linked most.
+PUSH = """
+local holder = redis.call('HGET', KEYS[4], ARGV[1])
+if holder then
+  if string.match(holder, '^([^|]*)') ~= ARGV[4] then return 0 end
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  redis.call('HDEL', KEYS[4], ARGV[1])
+end
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+local score = -tonumber(ARGV[3]) * 1e12 + redis.call('HINCRBY', KEYS[5], ARGV[5], 1)
+redis.call('ZADD', KEYS[1], score, ARGV[1])
+return 1
+"""
+
+# KEYS: leases, holders. ARGV: lease ms, token, ids...
+RENEW = _NOW + """
+local renewed = 0
+for i = 3, #ARGV do
+  local holder = redis.call('HGET', KEYS[2], ARGV[i])
+  if holder and string.match(holder, '^([^|]*)') == ARGV[2] then
+    redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), ARGV[i])
+    renewed = renewed + 1
+  end
+end
+return renewed
+"""
+
+# KEYS: leases, holders, reqs, items. ARGV: id, token, item.
+# The item and the end of the lease in one step: a worker dying in between cannot lose or double it.
+ACK = """
+local holder = redis.call('HGET', KEYS[2], ARGV[1])
+if not holder or string.match(holder, '^([^|]*)') ~= ARGV[2] then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('RPUSH', KEYS[4], ARGV[3])
+return 1
+"""
+
+# KEYS: seen, scheduled, reached, counts. ARGV: url, depth, fresh (0/1), max_pages.
+# The spider's `seen` and `scheduled` (crawler/spiders/urls.py), shared: 0 seen before, -1 over
+# max_pages, 1 admitted for fetching, 2 admitted as fresh (reached, not fetched).
+ADMIT = """
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then return 0 end
+if ARGV[3] == '1' then
+  redis.call('SADD', KEYS[1], ARGV[1])
+  redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2])
+  redis.call('HINCRBY', KEYS[4], 'fresh', 1)
+  return 2
+end
+local max = tonumber(ARGV[4])
+if max > 0 and tonumber(redis.call('GET', KEYS[2]) or '0') >= max then return -1 end
+redis.call('SADD', KEYS[1], ARGV[1])
+redis.call('INCR', KEYS[2])
+redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2])
+return 1
+"""
+
+# KEYS: queue, leases, items, processing. One consistent reading of what is left to do.
+STATE = """
+return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),
+        redis.call('LLEN', KEYS[3]), redis.call('LLEN', KEYS[4])}
+"""
+
+
+class Admission:
+    SEEN = 0
+    OVER_MAX = -1
+    FETCH = 1
+    FRESH = 2
+
+
+class Frontier:
+    """One process's handle on the shared frontier; ``held`` is the ids this process has leased."""
+
+    def __init__(self, client: redis.Redis, keys: Keys = Keys(), *, lease_seconds: float = DEFAULT_LEASE_SECONDS,
+                 token: str | None = None) -> None:
+        self.r = client
+        self.keys = keys
+        self.lease_ms = int(lease_seconds * 1000)
+        self.token = token or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.held: set[str] = set()
+        self.stopping = False  # set by a worker when the coordinator ended the crawl
+        self._pop = client.register_script(POP)
+        self._push = client.register_script(PUSH)
+        self._renew = client.register_script(RENEW)
+        self._ack = client.register_script(ACK)
+        self._admit = client.register_script(ADMIT)
+        self._reap = client.register_script(REAP)
+        self._state = client.register_script(STATE)
+
+    def _lease_keys(self) -> list[str]:
+        k = self.keys
+        return [k.queue, k.leases, k.reqs, k.holders]
+
+    def admit(self, url: str, depth: int, *, fresh: bool, max_pages: int) -> int:
+        k = self.keys
+        return int(self._admit(keys=[k.seen, k.scheduled, k.reached, k.counts],
+                               args=[url, depth, int(fresh), max_pages]))
+
+    def push(self, request_id: str, data: bytes, priority: int = 0, host: str = "") -> bool:
+        pushed = bool(self._push(keys=[*self._lease_keys(), self.keys.hostseq],
+                                 args=[request_id, data, priority, self.token, host]))
+        self.held.discard(request_id)
+        if not pushed:
+            log.warning("Not requeueing %s: its lease expired and another worker has it", request_id)
+        return pushed
+
+    def pop(self) -> tuple[str, bytes] | None:
+        found = self._pop(keys=[*self._lease_keys(), self.keys.stats], args=[self.lease_ms, self.token])
+        if not found:
+            return None
+        request_id, data = found[0].decode(), found[1]
+        self.held.add(request_id)
+        return request_id, data
+
+    def renew(self) -> int:
+        if not self.held:
+            return 0
+        k = self.keys
+        return int(self._renew(keys=[k.leases, k.holders], args=[self.lease_ms, self.token, *sorted(self.held)]))
+
+    def ack(self, request_id: str, item: bytes) -> bool:
+        """Hand the URL's item to the coordinator and end its lease; False if the lease was lost."""
+        k = self.keys
+        done = bool(self._ack(keys=[k.leases, k.holders, k.reqs, k.items], args=[request_id, self.token, item]))
+        self.held.discard(request_id)
+        if not done:
+            log.warning("Dropping the item for %s: its lease expired and another worker fetches it again", request_id)
+        return done
+
+    def reap(self) -> int:
+        return int(self._reap(keys=[*self._lease_keys(), self.keys.stats], args=[]))
+
+    def state(self) -> tuple[int, int, int, int]:
+        """(queued, leased, items waiting, items being written)."""
+        k = self.keys
+        queued, leased, items, writing = self._state(keys=[k.queue, k.leases, k.items, k.writing])
+        return int(queued), int(leased), int(items), int(writing)
+
+    def queued(self) -> int:
+        return int(self.r.zcard(self.keys.queue))
+
+
+# -- requests as JSON ------------------------------------------------------------------------------
+# JSON rather than scrapy-redis's default pickle: unpickling what a network service hands over would
+# let anyone who can write to Redis run code on every worker.
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"__b64": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, dict):
+        return {("__b64:" + base64.b64encode(k).decode("ascii")) if isinstance(k, bytes) else str(k): _encode(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise TypeError(f"cannot send {type(value).__name__} through Redis: {value!r}"[:200])
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"__b64"}:
+            return base64.b64decode(value["__b64"])
+        return {(base64.b64decode(k[6:]) if k.startswith("__b64:") else k): _decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+class JsonSerializer:
+    """The ``serializer`` scrapy-redis queues take: ``dumps``/``loads`` of ``Request.to_dict()``."""
+
+    @staticmethod
+    def dumps(obj: dict[str, Any]) -> bytes:
+        return json.dumps(_encode(obj), separators=(",", ":")).encode()
+
+    @staticmethod
+    def loads(data: bytes) -> dict[str, Any]:
+        return _decode(json.loads(data))
+
+
+# scrapy-redis's SCHEDULER_SERIALIZER names a module with dumps/loads: this one.
+dumps = JsonSerializer.dumps
+loads = JsonSerializer.loads
+
+
+def request_id(request: Any) -> str:
+    return str(request.meta.get("webqa_id") or request.cb_kwargs.get("listed_url") or request.url)
+
+
+class LeasedQueue(Base):
+    """scrapy-redis's queue interface over the spider's ``Frontier``: pop leases, push replaces a lease."""
+
+    def __init__(self, server: Any, spider: Any, key: str, serializer: Any = None) -> None:
+        super().__init__(server, spider, key, serializer or JsonSerializer)
+        self.frontier: Frontier = spider.frontier
+
+    def __len__(self) -> int:
+        return self.frontier.queued()
+
+    def push(self, request: Any) -> None:
+        self.frontier.push(request_id(request), self._encode_request(request), request.priority,
+                           urlsplit(request.url).hostname or "")
+
+    def pop(self, timeout: int = 0) -> Any:
+        found = None if self.frontier.stopping else self.frontier.pop()
+        if found is None:
+            return None
+        request_id_, data = found
+        try:
+            return self._decode_request(data)
+        except Exception:  # noqa: BLE001 - a bad entry must not stop the worker; its lease expires and it is logged
+            log.exception("Cannot decode queued request %s; leaving it to expire", request_id_)
+            self.frontier.held.discard(request_id_)
+            return None
+
+    def clear(self) -> None:
+        """Never from a worker: the coordinator removes the crawl's keys when the crawl is over."""
+
+
+class LeasingScheduler(Scheduler):
+    """scrapy-redis's scheduler with the leased queue and Scrapy 2.19's stats calls (no ``spider=``)."""
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> LeasingScheduler:
+        instance = cls.from_settings(crawler.settings)
+        instance.stats = crawler.stats
+        return instance
+
+    def enqueue_request(self, request: Any) -> bool:
+        # Every request was admitted once by the shared `seen` set (Frontier.admit) and carries
+        # dont_filter: scrapy-redis's duplicate filter would drop a redirect to a URL already seen,
+        # and the listed URL would vanish without a row (see UrlsSpider._request).
+        if not request.dont_filter and self.df.request_seen(request):
+            self.df.log(request, self.spider)
+            return False
+        self.queue.push(request)
+        if self.stats:
+            self.stats.inc_value("scheduler/enqueued/redis")
+        return True
+
+    def next_request(self) -> Any:
+        request = self.queue.pop()
+        if request is not None and self.stats:
+            self.stats.inc_value("scheduler/dequeued/redis")
+        return request
+
+    def close(self, reason: str) -> None:
+        """The queue is shared: never flushed by a worker closing (scrapy-redis would, without PERSIST)."""
+
+
+def delete_namespace(client: redis.Redis, keys: Keys) -> int:
+    """Remove every key of the crawl namespace; returns how many."""
+    removed = 0
+    for key in client.scan_iter(match=keys.pattern(), count=500):
+        removed += int(client.delete(key))
+    return removed

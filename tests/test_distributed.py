@@ -1,0 +1,254 @@
+"""Crawling through Redis: a real redis-server on loopback, real coordinator and worker processes, a real
+multi-host site on loopback and a real DuckDB file (crawler/distributed/)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.support.crawling import REPO
+from tests.site_server import SiteServer
+
+REDIS_SERVER = shutil.which("redis-server")
+pytestmark = pytest.mark.skipif(
+    REDIS_SERVER is None, reason="redis-server is not installed (apt-get install -y redis-server; .ci/run does)")
+
+HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
+WEBQA = [sys.executable, "-m", "jobs.cli"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    """A private redis-server on loopback (no persistence), stopped after the test."""
+    for _attempt in range(5):
+        port = _free_port()
+        server = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path), "--save", "",
+             "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        if server.poll() is None:
+            break
+    else:
+        pytest.fail("redis-server did not start")
+    try:
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(5)
+
+
+class Procs:
+    """The coordinator and workers of one test, each logging to its own file; all killed at the end."""
+
+    def __init__(self, tmp: Path, redis_url: str) -> None:
+        self.tmp = tmp
+        self.redis_url = redis_url
+        self.db = tmp / "webqa.duckdb"
+        self.env = dict(os.environ, WEBQA_ALLOW_PRIVATE_NETWORKS="1", WEBQA_REDIS_GRACE="1",
+                        WEBQA_REDIS_LEASE="4", WEBQA_REDIS_WORKER_WAIT="60", PYTHONUNBUFFERED="1")
+        self.procs: list[subprocess.Popen[str]] = []
+        self.logs: dict[int, Path] = {}
+
+    def _start(self, name: str, args: list[str]) -> subprocess.Popen[str]:
+        log = self.tmp / f"{name}-{len(self.procs)}.log"
+        proc = subprocess.Popen([*WEBQA, *args], cwd=REPO, env=self.env, text=True,
+                                stdout=log.open("w"), stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        self.logs[proc.pid] = log
+        return proc
+
+    def coordinator(self, urls: list[str], *extra: str) -> subprocess.Popen[str]:
+        return self._start("coordinator", ["crawl", "--redis", self.redis_url, "--db", str(self.db), *extra, *urls])
+
+    def worker(self) -> subprocess.Popen[str]:
+        return self._start("worker", ["worker", "--redis", self.redis_url, "--wait", "60", "--workers", "1"])
+
+    def output(self, proc: subprocess.Popen[str]) -> str:
+        return self.logs[proc.pid].read_text()
+
+    def finish(self, proc: subprocess.Popen[str], timeout: float = 120) -> str:
+        proc.wait(timeout)
+        out = self.output(proc)
+        assert "Traceback" not in out, out[-4000:]
+        return out
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+
+@pytest.fixture
+def procs(tmp_path: Path, redis_url: str) -> Iterator[Procs]:
+    p = Procs(tmp_path, redis_url)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def _site(pages_per_host: int, *, slow: float = 0.0) -> tuple[SiteServer, list[str], set[str]]:
+    """Each host: a home page linking to its pages; returns the site, the seeds and every page URL."""
+    site = SiteServer(HOSTS).start()
+    seeds, every = [], set()
+    for host in HOSTS:
+        links = "".join(f'<li><a href="/p{j}.html">page {j}</a></li>' for j in range(pages_per_host))
+        site.add(host, "/", f"<html><head><title>{host}</title></head><body><h1>Home of {host}</h1>"
+                            f"<p>An index of the pages served by this host.</p><ul>{links}</ul></body></html>")
+        for j in range(pages_per_host):
+            body = (f"<html><head><title>Page {j}</title></head><body><h1>Page {j} on {host}</h1>"
+                    f"<p>Some text for page number {j}, long enough to be kept as content.</p></body></html>")
+            if slow:
+                site.slow(host, f"/p{j}.html", slow, body)
+            else:
+                site.add(host, f"/p{j}.html", body)
+            every.add(site.url(host, f"/p{j}.html"))
+        seeds.append(site.url(host, "/"))
+        every.add(site.url(host, "/"))
+    return site, seeds, every
+
+
+def _rows(db: Path) -> tuple[list[str], list[tuple[str, str, str]]]:
+    with duckdb.connect(str(db), read_only=True) as conn:
+        pages = [r[0] for r in conn.execute("SELECT url FROM pages").fetchall()]
+        log = conn.execute("SELECT url, outcome, reason FROM fetch_log").fetchall()
+    return pages, log
+
+
+def _wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def test_three_workers_share_one_polite_gate_and_store_every_page_once(procs: Procs) -> None:
+    site, seeds, every = _site(6)
+    try:
+        coordinator = procs.coordinator(seeds, "--depth", "1", "--delay", "0.5")
+        workers = [procs.worker() for _ in range(3)]
+        out = procs.finish(coordinator)
+        assert coordinator.returncode == 0, out[-4000:]
+        for worker in workers:
+            assert "Worker done" in procs.finish(worker, 60) and worker.returncode == 0
+        # The same summary line as a crawl on one machine.
+        assert f"fetched {len(every)} (new {len(every)}, changed 0, unchanged 0)" in out, out[-2000:]
+        pages, log = _rows(procs.db)
+        assert sorted(pages) == sorted(every) and not log
+        for host in HOSTS:
+            requested = Counter(site.paths(host))
+            assert requested["/robots.txt"] == 1, requested  # fetched once for all workers
+            assert all(n == 1 for n in requested.values()), requested  # no page fetched twice
+            # Server-side, across the three workers: the promised delay between requests to one host.
+            assert site.min_gap(host, exclude_paths=()) >= 0.5
+    finally:
+        site.stop()
+
+
+def test_killed_worker_loses_no_url(procs: Procs) -> None:
+    # Slow pages keep requests in flight, so the worker killed holds leases that must come back.
+    site, seeds, every = _site(5, slow=0.6)
+    try:
+        coordinator = procs.coordinator(seeds, "--depth", "1", "--delay", "0.2")
+        victim, survivor = procs.worker(), procs.worker()
+        _wait_for(lambda: sum(1 for r in site.log if r.path.startswith("/p")) >= 4, 60, "the first pages")
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(10)
+        out = procs.finish(coordinator)
+        assert coordinator.returncode == 0, out[-4000:]
+        procs.finish(survivor, 60)
+        pages, log = _rows(procs.db)
+        ended = pages + [url for url, _outcome, _reason in log]
+        assert Counter(ended) == Counter(every), "every URL stored or failed, none twice"
+        assert all(reason for _url, _outcome, reason in log)
+    finally:
+        site.stop()
+
+
+def test_killed_writer_resumes_from_redis_without_duplicates(procs: Procs) -> None:
+    site, seeds, every = _site(6)
+    try:
+        first = procs.coordinator(seeds, "--depth", "1", "--delay", "0.3")
+        workers = [procs.worker(), procs.worker()]
+        _wait_for(lambda: sum(1 for r in site.log if r.path.startswith("/p")) >= 6, 60, "the first pages")
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        time.sleep(1.0)  # the workers go on handing items to Redis meanwhile
+        again = procs.coordinator(seeds, "--depth", "1", "--delay", "0.3")
+        out = procs.finish(again)
+        assert again.returncode == 0, out[-4000:]
+        for worker in workers:
+            procs.finish(worker, 60)
+        pages, log = _rows(procs.db)
+        assert Counter(pages) == Counter(every) and not log
+        with duckdb.connect(str(procs.db), read_only=True) as conn:
+            runs = conn.execute("SELECT crawl_run_id, status FROM crawl_runs").fetchall()
+            chunk_dupes = conn.execute("SELECT count(*) - count(DISTINCT (url, ordinal)) FROM chunks").fetchone()
+        assert runs == [(1, "done")]  # the restarted coordinator finished the same crawl run
+        assert chunk_dupes == (0,)
+    finally:
+        site.stop()
+
+
+def test_robots_disallow_is_honoured_by_every_worker(procs: Procs) -> None:
+    site = SiteServer(HOSTS[:2]).start()
+    try:
+        seeds, blocked = [], set()
+        for host in HOSTS[:2]:
+            site.add(host, "/robots.txt", "User-agent: *\nDisallow: /private/\n", content_type="text/plain")
+            links = "".join(f'<a href="/private/{j}.html">p</a><a href="/open/{j}.html">o</a>' for j in range(4))
+            site.add(host, "/", f"<html><body><h1>Index</h1><p>Links to private and open pages.</p>{links}</body></html>")
+            for j in range(4):
+                for part in ("private", "open"):
+                    site.add(host, f"/{part}/{j}.html",
+                             f"<html><body><h1>{part} {j}</h1><p>The {part} page {j} has text.</p></body></html>")
+                blocked.add(site.url(host, f"/private/{j}.html"))
+            seeds.append(site.url(host, "/"))
+        coordinator = procs.coordinator(seeds, "--depth", "1", "--delay", "0.1")
+        workers = [procs.worker() for _ in range(3)]
+        out = procs.finish(coordinator)
+        assert coordinator.returncode == 0, out[-4000:]
+        for worker in workers:
+            procs.finish(worker, 60)
+        assert not [r for r in site.log if r.path.startswith("/private/")]
+        assert sum(1 for r in site.log if r.path == "/robots.txt") == 2  # one per host, shared by the workers
+        _pages, log = _rows(procs.db)
+        assert {url for url, outcome, reason in log if reason == "disallowed by robots.txt"} == blocked
+    finally:
+        site.stop()
+
+
+def test_a_crawl_on_one_machine_imports_no_redis() -> None:
+    code = ("import sys, jobs.cli, crawler.run, jobs.runner; "
+            "assert not [m for m in sys.modules if m.startswith(('redis', 'scrapy_redis'))]")
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)
