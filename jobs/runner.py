@@ -235,6 +235,10 @@ def run_job(job: JobConfig, options: RunOptions, notify: Notify | Callable[[str]
         # Opening it would create an empty database (and a lock file) only to report "no chunks".
         raise StoreError(f"{options.db}: no such database; run `webqa crawl` (or `webqa run` without --no-crawl) "
                          "first, or pass --db")
+    if options.crawl:
+        from crawler.run import gather_urls
+
+        gather_urls(crawl_options(job, options))  # a job without a usable URL list: exit 2 before anything opens
     with RunLock(options.db, options.wait_seconds):
         resume = _resumable_run(job, options, notify) if options.resume else None
         if resume is None and not options.crawl and not Path(options.db).exists():
