@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 
 class StorePipeline:
-    """Opens the store for the crawl, records every item, rebuilds the BM25 index at the end.
+    """Opens the store for the crawl and records every item (pages with their selection indexes).
 
     Each page is its own transaction: a crawl that dies midway keeps every page stored before it.
     The writes run on one writer thread, in arrival order: a DuckDB commit takes 20–250 ms, and on
@@ -62,7 +62,8 @@ class StorePipeline:
         counts = {key.removeprefix("webqa/count/"): int(value) for key, value in stats.items()
                   if key.startswith("webqa/count/")}
         try:
-            if counts.get("new") or counts.get("changed") or self.store.fts_is_stale():
+            # Pages are indexed as they are written; only a database indexed by an older version needs a build.
+            if self.store.fts_is_stale():
                 self.store.rebuild_fts()
             # A signal's stop (crawler/shutdown.py) closes the pipelines before Scrapy sets finish_reason.
             stopped = stats.get("webqa/interrupted") or stats.get("finish_reason") not in (None, "finished")
