@@ -221,6 +221,38 @@ CREATE TABLE IF NOT EXISTS prompts (
 );
 """
 
+# Batched page writes (Store.save_pages): every value is bound as one list per column ($name) and the
+# lists are unnested side by side, so a batch of pages costs one statement per table.
+REFRESH_UNCHANGED_PAGES = """
+UPDATE pages SET checked_at = v.fetched, fetched_at = v.fetched, status = v.status, final_url = v.final_url, etag = v.etag,
+    last_modified = v.last_modified, links_at = v.fetched
+FROM (SELECT unnest($url) AS url, unnest($fetched)::TIMESTAMP AS fetched, unnest($status)::INTEGER AS status,
+             unnest($final_url)::VARCHAR AS final_url, unnest($etag)::VARCHAR AS etag,
+             unnest($last_modified)::VARCHAR AS last_modified) v
+WHERE pages.url = v.url
+"""
+INSERT_PAGES = """
+INSERT OR REPLACE INTO pages (url, final_url, status, fetched_at, checked_at, content_type, etag, last_modified,
+    content_hash, title, lang, extractor, html_bytes, text_bytes, text, depth, extract_seconds, crawl_run_id,
+    changed_at, links_at)
+SELECT url, final_url, status, fetched, fetched, content_type, etag, last_modified, hash, title, lang, extractor, html_bytes,
+       text_bytes, text, depth, extract_seconds, $run, fetched, fetched
+FROM (SELECT unnest($url) AS url, unnest($final_url)::VARCHAR AS final_url, unnest($status)::INTEGER AS status,
+             unnest($fetched)::TIMESTAMP AS fetched, unnest($content_type)::VARCHAR AS content_type,
+             unnest($etag)::VARCHAR AS etag, unnest($last_modified)::VARCHAR AS last_modified,
+             unnest($hash)::VARCHAR AS hash, unnest($title)::VARCHAR AS title, unnest($lang)::VARCHAR AS lang,
+             unnest($extractor)::VARCHAR AS extractor, unnest($html_bytes)::INTEGER AS html_bytes,
+             unnest($text_bytes)::INTEGER AS text_bytes, unnest($text)::VARCHAR AS text,
+             unnest($depth)::INTEGER AS depth, unnest($extract_seconds)::DOUBLE AS extract_seconds)
+"""
+INSERT_PAGE_HTML = "INSERT OR REPLACE INTO page_html SELECT unnest($url), unnest($html)::VARCHAR"
+INSERT_CHUNKS = """
+INSERT OR REPLACE INTO chunks
+SELECT unnest($chunk_id), unnest($url), unnest($ordinal)::INTEGER, unnest($heading)::VARCHAR, unnest($text)::VARCHAR,
+       unnest($tokens)::INTEGER, unnest($hash), unnest($key)
+"""
+INSERT_PAGE_LINKS = "INSERT INTO page_links (url, target, ordinal) SELECT unnest($url), unnest($target), unnest($ordinal)"
+
 # The BM25 index covers the heading path as well as the text: a section titled "Installing on Linux"
 # answers "how do I install on Linux?" even when its body never repeats those words.
 # Digits are kept ("2.1", "port 8470", "HTTP 404" are what documentation questions are about), and the

@@ -462,6 +462,49 @@ class Store:
             self.index_pages([page.url])
         return "changed" if previous is not None else "new"
 
+    def save_pages(self, pages: Sequence[tuple[PageRecord, Sequence[Chunk]]], crawl_run_id: int | None) -> list[str]:
+        """``save_page`` for many pages in one transaction, one statement per table; the states in order.
+
+        Values are bound as one list per column and unnested in SQL: a statement per page cost a commit
+        and a dozen round trips each (BENCHMARKS.md). URLs must be distinct within a batch.
+        """
+        if not pages:
+            return []
+        urls = [page.url for page, _ in pages]
+        if len(set(urls)) != len(urls):
+            raise StoreError("a batch of pages names a URL twice")
+        previous = dict(self.conn.execute(
+            "SELECT url, content_hash FROM pages WHERE list_contains($urls, url)", {"urls": urls}).fetchall())
+        states = ["unchanged" if previous.get(page.url) == page.content_hash else
+                  "changed" if page.url in previous else "new" for page, _ in pages]
+        same = [page for (page, _), state in zip(pages, states) if state == "unchanged"]
+        written = [(page, chunks) for (page, chunks), state in zip(pages, states) if state != "unchanged"]
+        with self.transaction():
+            if same:
+                self.conn.execute(schema.REFRESH_UNCHANGED_PAGES, _columns(
+                    same, url=lambda p: p.url, fetched=lambda p: p.fetched_at, status=lambda p: p.status,
+                    final_url=lambda p: p.final_url, etag=lambda p: p.etag, last_modified=lambda p: p.last_modified))
+            if written:
+                changed_urls = [page.url for page, _ in written]
+                self.conn.execute("DELETE FROM chunks WHERE list_contains($urls, url)", {"urls": changed_urls})
+                records = [page for page, _ in written]
+                self.conn.execute(schema.INSERT_PAGES, {**_columns(records, **_PAGE_COLUMNS), "run": crawl_run_id})
+                self.conn.execute(schema.INSERT_PAGE_HTML, _columns(records, url=lambda p: p.url, html=lambda p: p.html))
+                rows = [(page.url, c) for page, chunks in written for c in chunks]
+                if rows:
+                    self.conn.execute(schema.INSERT_CHUNKS, _columns(
+                        rows, chunk_id=lambda r: r[1].chunk_id, url=lambda r: r[0], ordinal=lambda r: r[1].ordinal,
+                        heading=lambda r: r[1].heading, text=lambda r: r[1].text,
+                        tokens=lambda r: r[1].token_estimate, hash=lambda r: r[1].content_hash,
+                        key=lambda r: embed_key(r[1].heading, r[1].text)))
+                self.index_pages(changed_urls)
+            self.conn.execute("DELETE FROM page_links WHERE list_contains($urls, url)", {"urls": urls})
+            links = [(page.url, target, ordinal) for page, _ in pages for ordinal, target in enumerate(page.links)]
+            if links:
+                self.conn.execute(schema.INSERT_PAGE_LINKS, _columns(
+                    links, url=lambda r: r[0], target=lambda r: r[1], ordinal=lambda r: r[2]))
+        return states
+
     def delete_page(self, url: str) -> bool:
         """Remove a stored page, its chunks and their index rows, in one transaction; False if absent."""
         with self.transaction():
@@ -562,6 +605,22 @@ class Store:
         return self.conn.execute(
             "SELECT chunk_id, ordinal, heading_path, text FROM chunks WHERE url = ? ORDER BY ordinal", [url]
         ).fetchall()
+
+
+def _columns(rows: Sequence[Any], **columns: Any) -> dict[str, list[Any]]:
+    """One list per named column (``name=function of a row``), for statements that unnest them."""
+    return {name: [get(row) for row in rows] for name, get in columns.items()}
+
+
+# pages columns bound by schema.INSERT_PAGES, from a PageRecord.
+_PAGE_COLUMNS: dict[str, Any] = {
+    "url": lambda p: p.url, "final_url": lambda p: p.final_url, "status": lambda p: p.status,
+    "fetched": lambda p: p.fetched_at, "content_type": lambda p: p.content_type, "etag": lambda p: p.etag,
+    "last_modified": lambda p: p.last_modified, "hash": lambda p: p.content_hash, "title": lambda p: p.title,
+    "lang": lambda p: p.lang, "extractor": lambda p: p.extractor, "html_bytes": lambda p: p.html_bytes,
+    "text_bytes": lambda p: p.text_bytes, "text": lambda p: p.text, "depth": lambda p: p.depth,
+    "extract_seconds": lambda p: float(p.extract_seconds),
+}
 
 
 CRAWL_COUNT_COLUMNS = (

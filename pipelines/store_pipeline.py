@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,12 +20,17 @@ log = logging.getLogger(__name__)
 class StorePipeline:
     """Opens the store for the crawl and records every item (pages with their selection indexes).
 
-    Each page is its own transaction: a crawl that dies midway keeps every page stored before it.
+    Items are written in batches, each batch of pages one transaction (Store.save_pages): a batch is
+    written when it holds ``WEBQA_STORE_BATCH_PAGES`` pages or its oldest item has waited
+    ``WEBQA_STORE_BATCH_SECONDS``, so a crawl that dies midway loses at most those last seconds of work.
     The writes run on one writer thread, in arrival order: a DuckDB commit takes 20–250 ms, and on
     the reactor thread it would hold back every request due meanwhile, so a request went out late
     and the next one to the same host (timed from when the late one was due) came less than the
     promised delay after it. DuckDB releases the GIL while it works.
     """
+
+    batch_pages = 50
+    batch_seconds = 2.0
 
     def __init__(self, crawler: Crawler, db_path: str, job_name: str | None) -> None:
         self.crawler = crawler
@@ -33,13 +39,21 @@ class StorePipeline:
         self.store: Store | None = None
         self.crawl_run_id: int | None = None
         self.writer: ThreadPoolExecutor | None = None
+        self._pending: list[ExtractedPage | FetchOutcome] = []
+        self._pending_urls: set[str] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        # Counts of written batches, from the writer thread; stats are only touched on the reactor thread.
+        self._written: queue.SimpleQueue[dict[str, int]] = queue.SimpleQueue()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StorePipeline:
         db_path = crawler.settings.get("WEBQA_DB")
         if not db_path:
             raise NotConfigured("WEBQA_DB is not set: no database to store pages in")
-        return cls(crawler, db_path, crawler.settings.get("WEBQA_JOB_NAME"))
+        pipeline = cls(crawler, db_path, crawler.settings.get("WEBQA_JOB_NAME"))
+        pipeline.batch_pages = max(1, crawler.settings.getint("WEBQA_STORE_BATCH_PAGES", cls.batch_pages))
+        pipeline.batch_seconds = crawler.settings.getfloat("WEBQA_STORE_BATCH_SECONDS", cls.batch_seconds)
+        return pipeline
 
     def open_spider(self) -> None:
         self.store = Store.open(self.db_path)
@@ -55,9 +69,17 @@ class StorePipeline:
     def close_spider(self) -> None:
         if self.store is None:
             return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self.writer is not None:
             self.writer.shutdown(wait=True)
             self.writer = None
+        if self._pending:
+            batch, self._pending = self._pending, []
+            self._pending_urls.clear()
+            self._written.put(self._write(batch))
+        self._count_written()
         stats = self.crawler.stats.get_stats() if self.crawler.stats is not None else {}
         counts = {key.removeprefix("webqa/count/"): int(value) for key, value in stats.items()
                   if key.startswith("webqa/count/")}
@@ -90,24 +112,84 @@ class StorePipeline:
         if not isinstance(item, (ExtractedPage, FetchOutcome)):
             return item
         assert self.store is not None and self.writer is not None
-        write = self._save if isinstance(item, ExtractedPage) else self._record
-        counts = await asyncio.get_running_loop().run_in_executor(self.writer, write, item)
-        # Stats are only touched on the reactor thread.
-        for key, value in counts.items():
-            self._inc(key, value)
+        url = item.page.url if isinstance(item, ExtractedPage) else item.url
+        if url in self._pending_urls:
+            self._flush()  # a batch names each page once
+        self._pending.append(item)
+        self._pending_urls.add(url)
+        if len(self._pending) >= self.batch_pages:
+            # The item that fills a batch waits for its commit: Scrapy slows down when writes fall behind.
+            await self._flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.batch_seconds, self._flush)
         return item
 
-    def _save(self, item: ExtractedPage) -> dict[str, int]:
+    def _flush(self) -> asyncio.Future[None]:
+        """Hand the pending items to the writer thread; the future is done when they are committed."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch, self._pending = self._pending, []
+        self._pending_urls.clear()
+        loop = asyncio.get_running_loop()
+        if not batch or self.writer is None:
+            done: asyncio.Future[None] = loop.create_future()
+            done.set_result(None)
+            return done
+        written = loop.run_in_executor(self.writer, self._write_counted, batch)
+        written.add_done_callback(lambda _: self._count_written())
+        return written
+
+    def _write_counted(self, batch: list[ExtractedPage | FetchOutcome]) -> None:
+        self._written.put(self._write(batch))
+
+    def _count_written(self) -> None:
+        while True:
+            try:
+                counts = self._written.get_nowait()
+            except queue.Empty:
+                return
+            for key, value in counts.items():
+                self._inc(key, value)
+
+    def _write(self, batch: list[ExtractedPage | FetchOutcome]) -> dict[str, int]:
+        """Write a batch: its pages in one transaction, then its other outcomes in another; the counts."""
+        counts: dict[str, int] = {}
+        _add(counts, self._write_pages([item for item in batch if isinstance(item, ExtractedPage)]))
+        _add(counts, self._write_outcomes([item for item in batch if isinstance(item, FetchOutcome)]))
+        return counts
+
+    def _write_pages(self, pages: list[ExtractedPage]) -> dict[str, int]:
+        """One transaction for the pages; if it fails, one each, so a bad page costs only itself."""
         assert self.store is not None
+        counts: dict[str, int] = {}
+        if not pages:
+            return counts
+        try:
+            states = self.store.save_pages([(_record(item), item.chunks) for item in pages], self.crawl_run_id)
+        except Exception as exc:  # noqa: BLE001 - whatever the write error, the other pages deserve their own try
+            if len(pages) == 1:
+                log.error("Could not store %s: %s", pages[0].page.url, exc)
+                return counts
+            log.warning("Storing a batch of %d pages failed (%s); storing them one by one", len(pages), exc)
+            for item in pages:
+                _add(counts, self._write_pages([item]))
+            return counts
+        for item, state in zip(pages, states, strict=True):
+            _add(counts, self._stored(item, state))
+        return counts
+
+    def _write_outcomes(self, outcomes: list[FetchOutcome]) -> dict[str, int]:
+        assert self.store is not None
+        counts: dict[str, int] = {}
+        if outcomes:
+            with self.store.transaction():
+                for item in outcomes:
+                    _add(counts, self._record(item))
+        return counts
+
+    def _stored(self, item: ExtractedPage, state: str) -> dict[str, int]:
         page = item.page
-        record = PageRecord(
-            url=page.url, final_url=page.final_url, status=page.status, fetched_at=page.fetched_at,
-            content_type=page.content_type, etag=page.etag, last_modified=page.last_modified,
-            content_hash=page.content_hash, title=item.title, lang=item.lang, extractor=item.extractor,
-            html_bytes=page.html_bytes, text_bytes=item.text_bytes, text=item.text, html=page.html,
-            depth=page.depth, extract_seconds=item.seconds, links=tuple(page.links),
-        )
-        state = self.store.save_page(record, item.chunks, self.crawl_run_id)
         log.debug("Stored %s (%s, %d chunks, %s)", page.url, state, len(item.chunks), item.extractor)
         counts = {"fetched": 1, state: 1, "html_bytes": page.html_bytes, "text_bytes": item.text_bytes}
         if state != "unchanged":
@@ -125,3 +207,19 @@ class StorePipeline:
     def _inc(self, key: str, by: int = 1) -> None:
         if self.crawler.stats is not None:
             self.crawler.stats.inc_value(f"webqa/count/{key}", by)
+
+
+def _record(item: ExtractedPage) -> PageRecord:
+    page = item.page
+    return PageRecord(
+        url=page.url, final_url=page.final_url, status=page.status, fetched_at=page.fetched_at,
+        content_type=page.content_type, etag=page.etag, last_modified=page.last_modified,
+        content_hash=page.content_hash, title=item.title, lang=item.lang, extractor=item.extractor,
+        html_bytes=page.html_bytes, text_bytes=item.text_bytes, text=item.text, html=page.html,
+        depth=page.depth, extract_seconds=item.seconds, links=tuple(page.links),
+    )
+
+
+def _add(total: dict[str, int], counts: dict[str, int]) -> None:
+    for key, value in counts.items():
+        total[key] = total.get(key, 0) + value

@@ -510,3 +510,51 @@ def test_gone_pages_compare_with_the_previous_finished_crawl(store: Store) -> No
 
     # The interrupted crawl never reached OTHER, but that says nothing: compared with the done one.
     assert store.gone_job_pages("docs", third) == [OTHER]
+
+
+# -- batched writes --------------------------------------------------------------------------------
+
+
+def _everything(store: Store) -> dict[str, list[tuple[object, ...]]]:
+    tables = {
+        "pages": "SELECT * FROM pages", "page_html": "SELECT * FROM page_html", "page_links": "SELECT * FROM page_links",
+        "chunks": "SELECT * FROM chunks",
+        "docs": "SELECT chunk_id, url, ordinal, embed_key, len FROM selection_docs",
+    }
+    got = {name: store.conn.execute(f"{sql} ORDER BY ALL").fetchall() for name, sql in tables.items()}
+    got["postings"] = _postings(store)
+    return got
+
+
+def test_a_batch_of_pages_is_stored_as_page_by_page(tmp_path: Path) -> None:
+    later = T0 + timedelta(days=1)
+    third = "https://docs.example.org/third.html"
+    rounds = [
+        [(record(links=("https://docs.example.org/a", "https://docs.example.org/b")), JSON_CHUNKS),
+         (record(OTHER, "<html>csv</html>", etag=None, last_modified=None, title=None, lang=None), CSV_CHUNKS),
+         (record(third, "<html>empty</html>", extractor="empty", text=""), [])],
+        # unchanged (new validators, links), changed (fewer chunks), new again after nothing
+        [(record(at=later, etag='"v1-gzip"', links=("https://docs.example.org/b",)), JSON_CHUNKS[:1]),
+         (record(OTHER, "<html>csv v2</html>", at=later), [*CSV_CHUNKS, chunk(OTHER, 1, ("csv", "More"), "Dialects.")]),
+         (record(third, "<html>third v2</html>", at=later), [chunk(third, 0, ("third",), "Tomatoes grow.")])],
+    ]
+    with Store.open(tmp_path / "one.duckdb") as one, Store.open(tmp_path / "batch.duckdb") as batch:
+        for run, pages in enumerate(rounds, start=1):
+            states = [one.save_page(page, chunks, run) for page, chunks in pages]
+            assert batch.save_pages(pages, run) == states
+            assert _everything(batch) == _everything(one)
+        assert states == ["unchanged", "changed", "changed"]
+        assert not batch.fts_is_stale() and batch.save_pages([], 3) == []
+        with pytest.raises(StoreError, match="twice"):
+            batch.save_pages([rounds[0][0], rounds[0][0]], 3)
+
+
+def test_a_failed_batch_leaves_every_page_as_it_was(store: Store) -> None:
+    store.save_page(record(), JSON_CHUNKS, 1)
+    before = _everything(store)
+    broken = [JSON_CHUNKS[0], dataclasses.replace(JSON_CHUNKS[1], text=None)]  # violates NOT NULL
+    with pytest.raises(duckdb.Error):
+        store.save_pages([(record(OTHER, "<html>csv</html>"), CSV_CHUNKS),
+                          (record(body="<html>v2</html>"), broken)], 2)
+    assert _everything(store) == before
+    assert store.save_pages([(record(OTHER, "<html>csv</html>"), CSV_CHUNKS)], 3) == ["new"]
