@@ -319,30 +319,42 @@ SELECTION_TABLES = ("selection_docs", "bm25_postings")
 INDEX_META_KEY = "selection_index"
 INDEX_FORMAT = "incremental-1"
 
-# A page's chunks are indexed in three statements over ``$urls`` (NULL: every chunk, the full build):
-# their terms into a temporary table, their docs (numbered from ``$base``), their postings.
-_CHUNK_WORDS = f"""
-    SELECT chunk_id, 0 AS field, unnest({tokenize("heading_path")}) AS w FROM chunks
-    WHERE $urls IS NULL OR list_contains($urls, url)
+# Chunks are indexed in three statements: their terms into a temporary table, their docs (numbered from
+# ``$base``), their postings.
+# The chunks indexed: every stored chunk (a full build), or (page writes) the rows just written, bound as
+# one list per column, so indexing a page never scans the chunks table.
+ALL_CHUNKS = "chunks"
+BOUND_CHUNKS = """(SELECT unnest($chunk_id) AS chunk_id, unnest($url) AS url, unnest($ordinal)::INTEGER AS ordinal,
+    unnest($heading)::VARCHAR AS heading_path, unnest($text)::VARCHAR AS text, unnest($key) AS embed_key)"""
+
+
+def index_terms(source: str) -> str:
+    """SQL: the terms of the chunks of ``source`` (ALL_CHUNKS or BOUND_CHUNKS) into a temporary table."""
+    words = f"""
+    SELECT chunk_id, 0 AS field, unnest({tokenize("heading_path")}) AS w FROM {source}
     UNION ALL
-    SELECT chunk_id, 1 AS field, unnest({tokenize("text")}) AS w FROM chunks
-    WHERE $urls IS NULL OR list_contains($urls, url)"""
-INDEX_TERMS = f"""
+    SELECT chunk_id, 1 AS field, unnest({tokenize("text")}) AS w FROM {source}"""
+    return f"""
 CREATE OR REPLACE TEMP TABLE index_terms AS
 SELECT chunk_id, w AS term, count(*) FILTER (WHERE field = 0)::INTEGER AS tf_heading,
        count(*) FILTER (WHERE field = 1)::INTEGER AS tf_text
-FROM ({terms(_CHUNK_WORDS)})
+FROM ({terms(words)})
 GROUP BY chunk_id, w
 """
-INDEX_DOCS = """
+
+
+def index_docs(source: str) -> str:
+    """SQL: the docs of the chunks of ``source``, numbered from ``$base`` in (url, ordinal) order."""
+    return f"""
 INSERT INTO selection_docs (doc, chunk_id, url, ordinal, embed_key, len)
 SELECT ($base + row_number() OVER (ORDER BY c.url, c.ordinal))::INTEGER, c.chunk_id, c.url, c.ordinal, c.embed_key,
        coalesce(l.len, 0)::INTEGER
-FROM chunks c LEFT JOIN (SELECT chunk_id, sum(tf_heading + tf_text) AS len FROM index_terms GROUP BY chunk_id) l
+FROM {source} c LEFT JOIN (SELECT chunk_id, sum(tf_heading + tf_text) AS len FROM index_terms GROUP BY chunk_id) l
     USING (chunk_id)
-WHERE $urls IS NULL OR list_contains($urls, c.url)
 ORDER BY 1
 """
+
+
 INDEX_POSTINGS = """
 INSERT INTO bm25_postings (term, doc, tf_heading, tf_text, len)
 SELECT t.term, s.doc, t.tf_heading, t.tf_text, s.len

@@ -302,31 +302,40 @@ class Store:
             self.conn.execute(f"LOAD '{fts_extension_path()}'")
             self._fts_loaded = True
 
-    def index_pages(self, urls: Sequence[str] | None) -> None:
-        """Bring the selection indexes in step with the chunks of ``urls`` (None: every page, a full build).
+    def index_pages(self, urls: Sequence[str] | None, rows: Sequence[Sequence[Any]] = ()) -> None:
+        """Bring the selection indexes in step with the pages ``urls`` (None: every page, a full build).
 
-        Removes whatever the index held for those pages and indexes their current chunks: docs, postings
-        and the unit vectors of windows whose vectors are cached. Call it in the transaction that wrote
-        the chunks, so that the index can never be older or newer than they are.
+        Removes whatever the index held for those pages and indexes ``rows``, their chunks as just written
+        (chunks-table order: chunk_id, url, ordinal, heading_path, text, token_estimate, content_hash,
+        embed_key): docs, postings, and the unit vectors of windows whose vectors are cached. Call it in the
+        transaction that wrote the chunks, so that the index can never be older or newer than they are.
         """
         self.load_fts()
-        params: dict[str, Any] = {"urls": None if urls is None else sorted(set(urls))}
         if urls is not None:
             if not urls:
                 return
+            params = {"urls": sorted(set(urls))}
             self.conn.execute(schema.UNINDEX_POSTINGS, params)
             for dims in vector_table_dims(self.conn):
                 self.conn.execute(schema.unindex_unit_vectors(dims), params)
             self.conn.execute(schema.UNINDEX_DOCS, params)
+            if not rows:
+                return
         row = self.conn.execute(schema.NEXT_DOC_BASE).fetchone()
-        params["base"] = int(row[0]) if row else 0
-        self.conn.execute(schema.INDEX_TERMS, {"urls": params["urls"]})
-        self.conn.execute(schema.INDEX_DOCS, params)
-        self.conn.execute(schema.INDEX_POSTINGS, {"base": params["base"]})
+        base = int(row[0]) if row else 0
+        if urls is None:
+            source, bound = schema.ALL_CHUNKS, {}
+        else:
+            source = schema.BOUND_CHUNKS
+            bound = {name: [r[i] for r in rows] for name, i in
+                     (("chunk_id", 0), ("url", 1), ("ordinal", 2), ("heading", 3), ("text", 4), ("key", 7))}
+        self.conn.execute(schema.index_terms(source), bound)
+        self.conn.execute(schema.index_docs(source), {**bound, "base": base})
+        self.conn.execute(schema.INDEX_POSTINGS, {"base": base})
         self.conn.execute(schema.DROP_INDEX_TERMS)
         if urls is not None:
             for dims in vector_table_dims(self.conn):
-                self.conn.execute(schema.index_unit_vectors(dims), {"base": params["base"], "scheme": EMBED_SCHEME})
+                self.conn.execute(schema.index_unit_vectors(dims), {"base": base, "scheme": EMBED_SCHEME})
 
     def rebuild_fts(self) -> None:
         """Rebuild every selection index from the stored chunks (`webqa reindex`; a database indexed by an
@@ -459,7 +468,7 @@ class Store:
                     for c in chunks
                 ]
                 insert_rows(self.conn, "INSERT OR REPLACE INTO chunks VALUES", rows)
-            self.index_pages([page.url])
+            self.index_pages([page.url], rows if chunks else ())
         return "changed" if previous is not None else "new"
 
     def save_pages(self, pages: Sequence[tuple[PageRecord, Sequence[Chunk]]], crawl_run_id: int | None) -> list[str]:
@@ -490,14 +499,13 @@ class Store:
                 records = [page for page, _ in written]
                 self.conn.execute(schema.INSERT_PAGES, {**_columns(records, **_PAGE_COLUMNS), "run": crawl_run_id})
                 self.conn.execute(schema.INSERT_PAGE_HTML, _columns(records, url=lambda p: p.url, html=lambda p: p.html))
-                rows = [(page.url, c) for page, chunks in written for c in chunks]
+                rows = [(c.chunk_id, page.url, c.ordinal, c.heading, c.text, c.token_estimate, c.content_hash,
+                         embed_key(c.heading, c.text)) for page, chunks in written for c in chunks]
                 if rows:
                     self.conn.execute(schema.INSERT_CHUNKS, _columns(
-                        rows, chunk_id=lambda r: r[1].chunk_id, url=lambda r: r[0], ordinal=lambda r: r[1].ordinal,
-                        heading=lambda r: r[1].heading, text=lambda r: r[1].text,
-                        tokens=lambda r: r[1].token_estimate, hash=lambda r: r[1].content_hash,
-                        key=lambda r: embed_key(r[1].heading, r[1].text)))
-                self.index_pages(changed_urls)
+                        rows, chunk_id=lambda r: r[0], url=lambda r: r[1], ordinal=lambda r: r[2], heading=lambda r: r[3],
+                        text=lambda r: r[4], tokens=lambda r: r[5], hash=lambda r: r[6], key=lambda r: r[7]))
+                self.index_pages(changed_urls, rows)
             self.conn.execute("DELETE FROM page_links WHERE list_contains($urls, url)", {"urls": urls})
             links = [(page.url, target, ordinal) for page, _ in pages for ordinal, target in enumerate(page.links)]
             if links:
