@@ -6,7 +6,7 @@ keeps working instead of failing on a missing column.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -464,10 +464,11 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     # 3: out-links per page and the pages of each job (page_links and job_pages are created by TABLES).
     3: ["ALTER TABLE pages ADD COLUMN IF NOT EXISTS links_at TIMESTAMP"],
-    # 4: selection indexes maintained page by page (INDEX_TABLES). The former ones were derived from the
+    # (4 is main's run-table columns.)
+    # 5: selection indexes maintained page by page (INDEX_TABLES). The former ones were derived from the
     # fts extension's index (dropped with it) and had no len/ordinal columns: the next crawl, run or ask
     # builds the new ones in full (Store.fts_is_stale). Vector tables go in Store.migrate (their names vary).
-    4: [
+    5: [
         "DROP TABLE IF EXISTS bm25_postings",
         "DROP TABLE IF EXISTS selection_docs",
         "DROP SCHEMA IF EXISTS fts_main_chunks CASCADE",

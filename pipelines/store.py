@@ -271,7 +271,7 @@ class Store:
         for step in range(version + 1, schema.SCHEMA_VERSION + 1):
             for statement in schema.MIGRATIONS.get(step, []):
                 self.conn.execute(statement)
-            if step == 4:
+            if step == 5:
                 self._drop_vector_tables()  # keyed by the former doc numbers, without url/ordinal
         self.conn.execute(
             "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(schema.SCHEMA_VERSION)]
