@@ -140,13 +140,16 @@ def recrawl(db: Path, fraction: float) -> None:
         index_s = 0.0
         index_pages = store.index_pages
 
-        def timed_index(page_urls: Any) -> None:
+        def timed_index(page_urls: Any, rows: Any = ()) -> None:
             nonlocal index_s
             t = time.perf_counter()
-            index_pages(page_urls)
+            index_pages(page_urls, rows)
             index_s += time.perf_counter() - t
 
         store.index_pages = timed_index  # type: ignore[method-assign]
+        t = time.perf_counter()
+        store.load_fts()  # once per process (the crawl pays it once), not per page
+        out["load_fts_s"] = round(time.perf_counter() - t, 3)
         t0 = time.perf_counter()
         for start in range(0, len(pages), 50):  # as the crawl writes them (StorePipeline.batch_pages)
             store.save_pages(pages[start : start + 50], None)

@@ -403,7 +403,7 @@ _SCOPE = "($urls IS NULL OR list_contains($urls, url))"
 # text, doc length; pipelines/schema.py), so the per-question work is: the question's terms' rows, their
 # document frequencies counted from those same rows, the document count and average length from
 # selection_docs (nothing is kept as a running total, so nothing can drift), a sum per doc, and only then
-# the url and ordinal of the scored docs for the tie-break and the text of the top ``pool``. The question
+# the url and ordinal of the best-scoring docs for the tie-break and the text of the top ``pool``. The question
 # is tokenised by the same SQL as the chunks (pipelines/schema.py tokenize). The per-doc sum is taken in
 # DECIMAL(38, 18), exact and so independent of the order DuckDB's parallel aggregate adds the terms in:
 # summed as DOUBLE, scores differed run to run in the last bit, which reordered tied chunks (copies of a
@@ -421,18 +421,22 @@ qterms AS (
     SELECT term, log(((st.num_docs - df) + 0.5) / (df + 0.5) + 1) AS idf
     FROM (SELECT term, count(*) AS df FROM hits GROUP BY term), stats st
 ),
-scored AS (
+scored AS MATERIALIZED (
     SELECT h.doc,
            sum((q.idf * ((h.tf_heading * $heading_weight + h.tf_text) * ($k1 + 1))
                 / ((h.tf_heading * $heading_weight + h.tf_text) + $k1 * ((1 - $b) + $b * (h.len / st.avgdl))))
                ::DECIMAL(38, 18)) AS score
     FROM hits h JOIN qterms q USING (term), stats st
+    WHERE $urls IS NULL OR h.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url))
     GROUP BY h.doc
 ),
+-- Every doc of the top ``pool`` by (score, url, ordinal) scores at least the pool-th best score: only those
+-- docs are joined for their url and ordinal (joining every scored doc was most of the query at 100k).
+cut AS (SELECT min(score) AS score FROM (SELECT score FROM scored ORDER BY score DESC LIMIT $pool)),
 top AS (
     SELECT s.chunk_id, s.url, s.ordinal, scored.score
     FROM scored JOIN selection_docs s USING (doc)
-    WHERE $urls IS NULL OR list_contains($urls, s.url)
+    WHERE scored.score >= (SELECT score FROM cut)
     ORDER BY scored.score DESC, s.url, s.ordinal
     LIMIT $pool
 )
