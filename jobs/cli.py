@@ -319,8 +319,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         raise StoreError(f"{args.db}: no such database; run `webqa crawl` first or pass --db")
     started = time.perf_counter()
     with Store.open(args.db) as store:
-        with store.transaction():
-            store.reindex()
+        store.reindex()
         chunks = store.count_chunks()
     print(f"reindexed {chunks} chunks in {time.perf_counter() - started:.1f} s")
     return ExitCode.OK

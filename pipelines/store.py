@@ -339,18 +339,23 @@ class Store:
 
     def rebuild_fts(self) -> None:
         """Rebuild every selection index from the stored chunks (`webqa reindex`; a database indexed by an
-        older version). Pages written since keep it current on their own (``index_pages``)."""
-        for statement in schema.CLEAR_INDEX:
-            self.conn.execute(statement)
-        self.index_pages(None)
-        for (dims,) in self.conn.execute("SELECT DISTINCT dims FROM embeddings ORDER BY dims").fetchall():
-            rebuild_unit_vectors(self.conn, dims)
-        legacy = self.conn.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' AND starts_with(table_name, ?)",
-            [schema.LEGACY_VECTOR_TABLE_PREFIX]).fetchall()
-        for (table,) in legacy:
-            self.conn.execute(f'DROP TABLE "{table}"')
-        self._set_index_format()
+        older version). Pages written since keep it current on their own (``index_pages``).
+
+        One transaction: docs are renumbered, and vectors keyed by the old numbers must never survive a
+        rebuild killed halfway.
+        """
+        with self.transaction():
+            for statement in schema.CLEAR_INDEX:
+                self.conn.execute(statement)
+            self.index_pages(None)
+            for (dims,) in self.conn.execute("SELECT DISTINCT dims FROM embeddings ORDER BY dims").fetchall():
+                rebuild_unit_vectors(self.conn, dims)
+            legacy = self.conn.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' AND starts_with(table_name, ?)",
+                [schema.LEGACY_VECTOR_TABLE_PREFIX]).fetchall()
+            for (table,) in legacy:
+                self.conn.execute(f'DROP TABLE "{table}"')
+            self._set_index_format()
 
     reindex = rebuild_fts
 
