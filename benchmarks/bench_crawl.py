@@ -53,7 +53,17 @@ def baseline_worker(list_file: Path) -> None:
         errors += result.error is not None
     wall = time.perf_counter() - start
     cpu = time.process_time() - cpu0
+    # Issue 16's yardstick: the bare trafilatura call in a plain loop, same pages, same core.
+    import trafilatura
+
+    bare_cpu0 = time.process_time()
+    bare_start = time.perf_counter()
+    for body, _url in pages:
+        trafilatura.extract(body.decode("utf-8", "replace"), output_format="xml", include_formatting=True)
+    bare_wall = time.perf_counter() - bare_start
+    bare_cpu = time.process_time() - bare_cpu0
     figures = {
+        "bare_trafilatura_seconds": bare_wall, "bare_trafilatura_cpu_seconds": bare_cpu,
         "pages": len(pages), "seconds": wall, "cpu_seconds": cpu, "chunks": chunks,
         "errors": errors, "page_ms_median": common.median(times) * 1000,
         "page_ms_p95": common.percentile(times, 95) * 1000, "page_ms_max": max(times) * 1000,
@@ -85,12 +95,72 @@ def baseline_worker(list_file: Path) -> None:
         t0 = time.perf_counter()
         store.rebuild_fts()
         fts = time.perf_counter() - t0
+    # The same pages written as the crawl now writes them: Store.save_pages, 50 pages a batch.
+    batched = [(PageRecord(url=url, final_url=url, status=200, fetched_at=datetime.utcnow(), content_type="text/html",
+                           etag=None, last_modified=None, content_hash=hashlib.sha256(body).hexdigest(),
+                           title=r.clean.title, lang=r.clean.lang, extractor=r.clean.method, html_bytes=len(body),
+                           text_bytes=r.clean.text_bytes, text=r.clean.text, html=body.decode("utf-8", "replace"),
+                           extract_seconds=r.seconds), r.chunks)
+               for (body, url), r in zip(pages, results) if r.clean is not None]
+    with Store.open(db.with_name("store-batched.duckdb")) as store:
+        t0 = time.perf_counter()
+        for start_at in range(0, len(batched), 50):
+            store.save_pages(batched[start_at : start_at + 50], None)
+        figures["store_save_pages_batched_total_s"] = time.perf_counter() - t0
     figures["store_save_page_ms_median"] = common.median(save_times) * 1000
     figures["store_save_page_ms_p95"] = common.percentile(save_times, 95) * 1000
     figures["store_save_page_total_s"] = sum(save_times)
     figures["store_save_page_ms_per_chunk"] = sum(save_times) * 1000 / max(1, chunks)
     figures["store_rebuild_fts_s"] = fts
     print(json.dumps(figures))
+
+
+def extract_parts(limit: int) -> None:
+    """What ``process_page`` spends beyond the bare trafilatura call: CPU ms per page of each variant over
+    the same ``limit`` manual pages, one process pinned to one core, each variant in its own pass."""
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    from copy import copy
+
+    import trafilatura
+
+    from pipelines import clean
+    from pipelines.extract import process_page
+
+    pages = [((common.CORPUS / rel).read_text("utf-8", "replace"), f"http://127.0.0.1/{rel}")
+             for rel in common.corpus_pages()[:limit]]
+    common_options = dict(output_format="xml", include_comments=False, include_tables=True,
+                          include_formatting=False, include_links=False, include_images=False)
+
+    def main_attempt(fast: bool, metadata: bool) -> Any:
+        def run(html: str, url: str) -> None:
+            tree = clean._parse(clean._sanitise(html))
+            clean._prepare(tree)
+            if metadata:
+                trafilatura.extract_with_metadata(copy(tree), url=url, fast=fast, **common_options,
+                                                  date_extraction_params=dict(clean._DATE_PARAMS))
+            else:
+                trafilatura.extract(copy(tree), url=url, fast=fast, **common_options)
+        return run
+
+    variants = {
+        "bare trafilatura.extract(html, xml, include_formatting)":
+            lambda html, url: trafilatura.extract(html, output_format="xml", include_formatting=True),
+        "clean's main attempt: metadata + fallback comparison": main_attempt(fast=False, metadata=True),
+        "main attempt, metadata, no fallback (fast=True)": main_attempt(fast=True, metadata=True),
+        "main attempt, fallback, no metadata": main_attempt(fast=False, metadata=False),
+        "main attempt, no metadata, no fallback": main_attempt(fast=True, metadata=False),
+        "process_page (clean_html + chunking)": lambda html, url: process_page(html, url),
+    }
+    out: dict[str, Any] = {"pages": len(pages), "cpu_ms_per_page": {}}
+    for name, run in variants.items():
+        cpu0 = time.process_time()
+        for html, url in pages:
+            run(html, url)
+        out["cpu_ms_per_page"][name] = round((time.process_time() - cpu0) * 1000 / len(pages), 1)
+        print(f"  {out['cpu_ms_per_page'][name]:7.1f} ms  {name}", file=sys.stderr, flush=True)
+    methods = Counter(process_page(html, url).clean.method for html, url in pages)  # type: ignore[union-attr]
+    out["winning_attempt"] = dict(methods)
+    print(json.dumps(out))
 
 
 def _status_counts(site: Any) -> dict[str, int]:
@@ -179,8 +249,13 @@ def main() -> None:
     parser.add_argument("--max-wait", type=float, default=15.0,
                         help="wait up to this many seconds for a quiet machine before each measurement (default 15)")
     parser.add_argument("--baseline-worker", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--extract-parts", type=int, metavar="N",
+                        help="only measure the CPU per page of process_page's parts over N manual pages (issue 16)")
     args = parser.parse_args()
     common.stop_cleanly_on_sigterm()
+    if args.extract_parts:
+        extract_parts(args.extract_parts)
+        return
     if args.baseline_worker:
         baseline_worker(args.baseline_worker)
         return
@@ -228,6 +303,7 @@ def main() -> None:
     first_rate = n / first["wall_s"]
     window_rate = n / first["page_request_window_s"]
     base_rate = baseline["pages"] / baseline["seconds"]
+    bare_rate = baseline["pages"] / baseline["bare_trafilatura_seconds"]
     run2 = state2["runs"][-1]
     second_id = run2["crawl_run_id"]
     bodies = second["server"].get("page_200", 0)
@@ -243,6 +319,8 @@ def main() -> None:
         "crawl_pages_per_s_request_window": round(window_rate, 2),
         "baseline_pages_per_s": round(base_rate, 2),
         "ratio": round(first_rate / base_rate, 2),
+        "bare_trafilatura_pages_per_s": round(bare_rate, 2),
+        "ratio_vs_bare_trafilatura": round(first_rate / bare_rate, 2),
         "ratio_request_window": round(window_rate / base_rate, 2),
         "recrawl_bodies_downloaded": bodies,
         "recrawl_not_modified": not_modified,
@@ -275,6 +353,11 @@ def main() -> None:
     print(f"    not in the baseline, measured apart: Store.save_page {baseline['store_save_page_ms_median']:.0f} ms "
           f"median per page ({baseline['store_save_page_ms_per_chunk']:.1f} ms per chunk, "
           f"{baseline['store_save_page_total_s']:.1f} s for all pages), rebuild_fts {baseline['store_rebuild_fts_s']:.1f} s")
+    print(f"    batched (Store.save_pages, 50 a batch): {baseline['store_save_pages_batched_total_s']:.1f} s for all pages")
+    print(f"    bare trafilatura.extract loop on one core: {bare_rate:.1f} pages/s "
+          f"({baseline['bare_trafilatura_cpu_seconds'] * 1000 / baseline['pages']:.0f} ms CPU a page, process_page "
+          f"{baseline['cpu_seconds'] * 1000 / baseline['pages']:.0f} ms); crawl/bare = "
+          f"{figures['ratio_vs_bare_trafilatura']:.2f} (issue 16 goal >= 1.8)")
     print(f"    ratio crawl/baseline = {figures['ratio']:.2f} (goal >= 1.8 on 2 cores); "
           f"over the request window {figures['ratio_request_window']:.2f}")
     print(f"    CPU per page: crawl {figures['crawl_cpu_s_per_page'] * 1000:.0f} ms (all its processes) vs baseline "

@@ -15,6 +15,14 @@ separate subprocesses, so the peak memory of each is measurable on its own.
 Goals: bm25 < 50 ms, hybrid < 150 ms, median per question (the p95 is reported too).
 
     .venv/bin/python benchmarks/bench_select.py [--sizes 10000,100000] [--repeat 3] [--db CORPUS.duckdb]
+
+``--recrawl`` measures the daily re-crawl instead (issue 16): on the built database, 1% of its pages are
+rewritten through ``Store.save_pages`` in batches of 50 as the crawl writes them (every chunk's text changed,
+as a changed page on the server), which indexes the batch's chunks in the batch's own transaction; then ``Store.reindex()`` rebuilds every index
+in full, as every changed page used to cost. Both on the same database in the same process, then one
+bm25 and one hybrid question after each.
+
+    .venv/bin/python benchmarks/bench_select.py --recrawl --sizes 100000
 """
 
 from __future__ import annotations
@@ -101,6 +109,80 @@ def build(source: Path, target: Path, size: int) -> None:
     print(json.dumps(figures))
 
 
+def recrawl(db: Path, fraction: float) -> None:
+    """Child process: rewrite ``fraction`` of the pages (indexed page by page), then rebuild in full."""
+    import hashlib
+
+    from jobs.select import Selector
+    from pipelines.chunk import Chunk
+    from pipelines.store import PageRecord, Store, utcnow
+
+    out: dict[str, Any] = {}
+    with Store.open(db) as store:
+        conn = store.conn
+        urls = [u for (u,) in conn.execute("SELECT DISTINCT url FROM chunks ORDER BY url").fetchall()]
+        step = max(1, round(1 / fraction))
+        changed = urls[::step]
+        pages = []
+        for url in changed:
+            rows = conn.execute("SELECT chunk_id, ordinal, heading_path, text, token_estimate FROM chunks "
+                                "WHERE url = ? ORDER BY ordinal", [url]).fetchall()
+            chunks = [Chunk(cid, ordinal, tuple(heading.split(" › ")) if heading else (), f"{text} Changed today.",
+                            tokens + 2, hashlib.sha256(f"{text} Changed today.".encode()).hexdigest())
+                      for cid, ordinal, heading, text, tokens in rows]
+            body = "\n".join(c.text for c in chunks)
+            pages.append((PageRecord(url=url, final_url=url, status=200, fetched_at=utcnow(), content_type="text/html",
+                                     etag=None, last_modified=None, content_hash=hashlib.sha256(body.encode()).hexdigest(),
+                                     title=url, lang="en", extractor="main", html_bytes=len(body), text_bytes=len(body),
+                                     text=body, html=body), chunks))
+        out.update(pages=len(urls), changed_pages=len(changed), changed_chunks=sum(len(c) for _, c in pages),
+                   chunks=store.count_chunks())
+        index_s = 0.0
+        index_pages = store.index_pages
+
+        def timed_index(page_urls: Any, rows: Any = ()) -> None:
+            nonlocal index_s
+            t = time.perf_counter()
+            index_pages(page_urls, rows)
+            index_s += time.perf_counter() - t
+
+        store.index_pages = timed_index  # type: ignore[method-assign]
+        t = time.perf_counter()
+        store.load_fts()  # once per process (the crawl pays it once), not per page
+        out["load_fts_s"] = round(time.perf_counter() - t, 3)
+        t0 = time.perf_counter()
+        for start in range(0, len(pages), 50):  # as the crawl writes them (StorePipeline.batch_pages)
+            store.save_pages(pages[start : start + 50], None)
+        out["save_pages_s"] = time.perf_counter() - t0
+        out["incremental_index_s"] = index_s
+        store.index_pages = index_pages  # type: ignore[method-assign]
+        vectors = {q: conn.execute(f"SELECT {_VECTOR_SQL % '$q'}", {"q": "question " + q}).fetchone()[0]
+                   for q in common.QUESTIONS}
+        questions = list(common.QUESTIONS)
+
+        def first_questions(label: str) -> None:
+            selector = Selector(conn, embedder=PrecomputedEmbedder(vectors), embedding_model=MODEL,
+                                ensure_fts=store.load_fts)
+            t = time.perf_counter()
+            selector.select(questions[0], "hybrid")  # embeds the changed chunks' windows (stand-in vectors)
+            out[f"{label}_first_hybrid_s"] = round(time.perf_counter() - t, 2)
+            for method in ("bm25", "hybrid"):
+                samples = []
+                for q in questions:
+                    t = time.perf_counter()
+                    selector.select(q, method)
+                    samples.append(time.perf_counter() - t)
+                out[f"{label}_{method}_median_ms"] = round(common.median(samples) * 1000, 1)
+
+        first_questions("after_incremental")
+        t1 = time.perf_counter()
+        store.reindex()
+        out["full_rebuild_s"] = time.perf_counter() - t1
+        first_questions("after_full")
+    out["incremental_over_full"] = round(out["incremental_index_s"] / out["full_rebuild_s"], 4)
+    print(json.dumps(out))
+
+
 class PrecomputedEmbedder:
     """Returns the vector prepared for each question: the benchmark leaves the embedding model out."""
 
@@ -110,7 +192,15 @@ class PrecomputedEmbedder:
 
     def embed(self, texts: Sequence[str], *, model: str | None = None) -> list[list[float]]:
         self.calls += 1
-        return [self.vectors[t] for t in texts]
+        return [self.vectors[t] if t in self.vectors else _hashed_vector(t) for t in texts]
+
+
+def _hashed_vector(text: str) -> list[float]:
+    """A deterministic stand-in vector for a text not prepared in SQL (a chunk changed by --recrawl)."""
+    import hashlib
+
+    digest = hashlib.sha256(text.encode()).digest()
+    return [((digest[i % 32] * 31 + i) % 200) / 100 - 1 for i in range(DIMS)]
 
 
 def query(db: Path, repeat: int, methods: Sequence[str], budget_s: float) -> None:
@@ -259,6 +349,11 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="also cProfile the methods that miss their goal")
     parser.add_argument("--max-wait", type=float, default=15.0,
                         help="wait up to this many seconds for a quiet machine before each query run (default 15)")
+    parser.add_argument("--recrawl", action="store_true",
+                        help="measure the daily re-crawl (1%% of pages changed: page-by-page indexing) against a "
+                             "full index rebuild, instead of selection latency")
+    parser.add_argument("--changed", type=float, default=0.01, help="fraction of pages changed with --recrawl")
+    parser.add_argument("--recrawl-one", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--build", nargs=3, metavar=("SOURCE", "TARGET", "SIZE"), help=argparse.SUPPRESS)
     parser.add_argument("--query", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--profile-one", nargs=3, metavar=("DB", "METHOD", "OUT"), help=argparse.SUPPRESS)
@@ -270,6 +365,9 @@ def main() -> None:
         return
     if args.query:
         query(args.query, args.repeat, methods, args.budget)
+        return
+    if args.recrawl_one:
+        recrawl(args.recrawl_one, args.changed)
         return
     if args.profile_one:
         profile(Path(args.profile_one[0]), args.profile_one[1], Path(args.profile_one[2]))
@@ -293,6 +391,20 @@ def main() -> None:
                   f"{build_fig['chunks_insert_s']:.1f} s, vectors {build_fig['embeddings_insert_s']:.1f} s, "
                   f"FTS {build_fig['rebuild_fts_s']:.1f} s; peak RSS {built.max_rss_mib:.0f} MiB")
             quiet = common.wait_for_quiet(args.max_wait)
+            if args.recrawl:
+                ran = common.run_measured([common.PYTHON, me, "--recrawl-one", db, "--changed", args.changed],
+                                          timeout=1800).check()
+                fig = json.loads(ran.stdout.strip().splitlines()[-1])
+                print(f"  re-crawl: {fig['changed_pages']} of {fig['pages']} pages changed ({fig['changed_chunks']} "
+                      f"chunks): page-by-page indexing {fig['incremental_index_s']:.2f} s (save_page in all "
+                      f"{fig['save_pages_s']:.2f} s) against a full rebuild {fig['full_rebuild_s']:.1f} s: ratio "
+                      f"{fig['incremental_over_full']:.3f}; bm25/hybrid median after incremental "
+                      f"{fig['after_incremental_bm25_median_ms']}/{fig['after_incremental_hybrid_median_ms']} ms, "
+                      f"after full {fig['after_full_bm25_median_ms']}/{fig['after_full_hybrid_median_ms']} ms; "
+                      f"{common.load_note(ran.load)}")
+                results["sizes"][str(size)] = {"build": build_fig, "recrawl": fig, "before": quiet,
+                                               "process": ran.summary()}
+                continue
             print(f"  querying: {len(common.QUESTIONS)} questions × {args.repeat} per method ...")
             ran = common.run_measured([common.PYTHON, me, "--query", db, "--repeat", args.repeat,
                                        "--budget", args.budget, "--methods", ",".join(methods)], timeout=900).check()
@@ -314,7 +426,11 @@ def main() -> None:
                         print("\n".join("    " + line for line in prof.stdout.splitlines()[:40]))
                         entry["profiles"][method] = str(out.relative_to(common.REPO))
             results["sizes"][str(size)] = entry
-    path = common.save_result("select", results, command=common.command_line(), machine=machine)
+    path = common.save_result("recrawl" if args.recrawl else "select", results, command=common.command_line(),
+                              machine=machine)
+    if args.recrawl:
+        print(f"results: {path.relative_to(common.REPO)}")
+        return
 
     print()
     print(f"[4] selection latency per question (ms; {len(common.QUESTIONS)} questions, each the median of up to "

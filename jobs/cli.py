@@ -215,6 +215,13 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true", help="print a JSON list")
     runs.set_defaults(handler=cmd_runs)
 
+    reindex = sub.add_parser("reindex", help="rebuild the selection indexes from the stored chunks",
+                             description="Rebuild BM25 postings, document statistics and embedding vector tables "
+                                         "from every stored chunk. Crawls keep them current page by page; this is "
+                                         "the full build, for checking or after editing the database by hand.")
+    _add_db(reindex)
+    reindex.set_defaults(handler=cmd_reindex)
+
     diff = sub.add_parser("diff", help="what changed between two runs: answers and pages",
                           description="Compare two runs: answers changed (on their evidence, not their wording), "
                                       "new, no longer answered; pages new, changed, unchanged, gone, and which "
@@ -328,6 +335,19 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(json.dumps(runs_json(runs), ensure_ascii=False, indent=2, default=str))
     else:
         print(render_runs(runs))
+    return ExitCode.OK
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from pipelines.store import Store
+
+    if not Path(args.db).exists():
+        raise StoreError(f"{args.db}: no such database; run `webqa crawl` first or pass --db")
+    started = time.perf_counter()
+    with Store.open(args.db) as store:
+        store.reindex()
+        chunks = store.count_chunks()
+    print(f"reindexed {chunks} chunks in {time.perf_counter() - started:.1f} s")
     return ExitCode.OK
 
 

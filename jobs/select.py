@@ -31,7 +31,8 @@ import duckdb
 from jobs.errors import LLMError, WebqaError
 from jobs.extractive import content_words, stem
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for, vector_space
-from pipelines.schema import unit_vectors_table
+from pipelines.schema import terms as index_terms
+from pipelines.schema import tokenize, unit_vectors_table
 from pipelines.store import (EMBED_SCHEME, add_unit_vectors, embed_windows, ensure_unit_vectors, insert_rows,
                              text_key)
 
@@ -235,16 +236,15 @@ class Selector:
     def bm25(self, question: str, scope: list[str] | None) -> list[Candidate]:
         if self._ensure_fts is not None:
             self._ensure_fts()
-        query = " ".join(_fts_terms(question))
-        if not query:
+        if not _fts_terms(question):
             return []
         try:
             params = self.bm25_params
-            rows = self.conn.execute(BM25_SQL, {"q": query, "urls": scope, "pool": self.pool, "k1": params.k1,
+            rows = self.conn.execute(BM25_SQL, {"q": question, "urls": scope, "pool": self.pool, "k1": params.k1,
                                                 "b": params.b, "heading_weight": params.heading_weight}).fetchall()
         except duckdb.CatalogException:
-            # No fts index, or one built before the derived tables BM25_SQL reads (Store.fts_is_stale
-            # reports those as stale, so `webqa crawl` rebuilds them).
+            # No index tables: a database opened read-only before any webqa of this version wrote to it
+            # (Store.fts_is_stale reports it, so `webqa crawl` builds them).
             raise WebqaError(_NO_INDEX) from None
         terms = _stems(question)
         return [
@@ -277,7 +277,7 @@ class Selector:
                 rows = self.conn.execute(EMBEDDING_ALL_SQL.format(table=table, dims=dims, scope=scoped),
                                          params).fetchall()
         except duckdb.CatalogException:
-            # selection_docs is built with the fts index (Store.rebuild_fts).
+            # No index tables (see bm25).
             raise WebqaError(_NO_INDEX) from None
         terms = _stems(question)
         return [
@@ -393,73 +393,89 @@ class Selector:
 _NO_INDEX = "the full-text index is missing; run `webqa crawl` (or `webqa run`) once to build it"
 _SCOPE = "($urls IS NULL OR list_contains($urls, url))"
 
-# How BM25_SQL computes the formula above (tests/test_select.py checks the scores against match_bm25 with its
-# parameters). It reads bm25_postings (term, doc, counts in heading and text, doc length;
-# pipelines/schema.py), so the per-question work is: the question's terms' rows, a sum per doc, the top
-# ``pool`` by (score, doc) on integers, and only then the text of those rows: several times faster than the
-# former query, which counted raw postings and joined every matching chunk's text before ranking
-# (BENCHMARKS.md, "Figures behind code comments"). The per-doc sum is taken in DECIMAL(38, 18), exact and so
-# independent of the order DuckDB's parallel aggregate adds the terms in: summed as DOUBLE, scores differed
-# run to run in the last bit, which reordered tied chunks (copies of a section on several pages) between runs.
-# Against match_bm25 scores differ by at most ~1e-15.
-BM25_SQL = """
-WITH words AS (SELECT unnest(fts_main_chunks.tokenize($q)) AS w),
+# How BM25_SQL computes the formula above (tests/test_select.py checks the scores against the fts
+# extension's match_bm25 with its parameters). It reads bm25_postings (term, doc, counts in heading and
+# text, doc length; pipelines/schema.py), so the per-question work is: the question's terms' rows, their
+# document frequencies counted from those same rows, the document count and average length from
+# selection_docs (nothing is kept as a running total, so nothing can drift), a sum per doc, and only then
+# the url and ordinal of the best-scoring docs for the tie-break and the text of the top ``pool``. The question
+# is tokenised by the same SQL as the chunks (pipelines/schema.py tokenize). The per-doc sum is taken in
+# DECIMAL(38, 18), exact and so independent of the order DuckDB's parallel aggregate adds the terms in:
+# summed as DOUBLE, scores differed run to run in the last bit, which reordered tied chunks (copies of a
+# section on several pages) between runs. Against match_bm25 scores differ by at most ~1e-15.
+BM25_SQL = f"""
+WITH words AS (SELECT unnest({tokenize("$q")}) AS w),
 -- Stop words leave the question before stemming, as they left the text when it was indexed: match_bm25
 -- stems them too, and "are" became "ar", matching every AR and ARFLAGS of the sysconfig page.
-tokens AS (SELECT DISTINCT stem(w, 'porter') AS t FROM words WHERE w NOT IN (SELECT sw FROM fts_stopwords)),
-qterms AS (
-    SELECT d.termid, log(((st.num_docs - d.df) + 0.5) / (d.df + 0.5) + 1) AS idf
-    FROM fts_main_chunks.dict d JOIN tokens ON d.term = tokens.t, fts_main_chunks.stats st
+tokens AS (SELECT DISTINCT w AS term FROM ({index_terms("SELECT w FROM words")})),
+hits AS MATERIALIZED (
+    SELECT p.term, p.doc, p.tf_heading, p.tf_text, p.len FROM bm25_postings p WHERE p.term IN (SELECT term FROM tokens)
 ),
-top AS (
-    SELECT p.doc,
-           sum((q.idf * ((p.tf_heading * $heading_weight + p.tf_text) * ($k1 + 1))
-                / ((p.tf_heading * $heading_weight + p.tf_text) + $k1 * ((1 - $b) + $b * (p.len / st.avgdl))))
+stats AS (SELECT count(*) AS num_docs, sum(len) / count(len) AS avgdl FROM selection_docs),
+qterms AS (
+    SELECT term, log(((st.num_docs - df) + 0.5) / (df + 0.5) + 1) AS idf
+    FROM (SELECT term, count(*) AS df FROM hits GROUP BY term), stats st
+),
+scored AS MATERIALIZED (
+    SELECT h.doc,
+           sum((q.idf * ((h.tf_heading * $heading_weight + h.tf_text) * ($k1 + 1))
+                / ((h.tf_heading * $heading_weight + h.tf_text) + $k1 * ((1 - $b) + $b * (h.len / st.avgdl))))
                ::DECIMAL(38, 18)) AS score
-    FROM bm25_postings p JOIN qterms q USING (termid), fts_main_chunks.stats st
-    WHERE ($urls IS NULL OR p.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url)))
-    GROUP BY p.doc
-    ORDER BY score DESC, p.doc
+    FROM hits h JOIN qterms q USING (term), stats st
+    WHERE $urls IS NULL OR h.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url))
+    GROUP BY h.doc
+),
+-- Every doc of the top ``pool`` by (score, url, ordinal) scores at least the pool-th best score: only those
+-- docs are joined for their url and ordinal (joining every scored doc was most of the query at 100k).
+cut AS (SELECT min(score) AS score FROM (SELECT score FROM scored ORDER BY score DESC LIMIT $pool)),
+top AS (
+    SELECT s.chunk_id, s.url, s.ordinal, scored.score
+    FROM scored JOIN selection_docs s USING (doc)
+    WHERE scored.score >= (SELECT score FROM cut)
+    ORDER BY scored.score DESC, s.url, s.ordinal
     LIMIT $pool
 )
 SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score::DOUBLE, c.ordinal
-FROM top JOIN selection_docs s USING (doc) JOIN chunks c ON c.chunk_id = s.chunk_id
-ORDER BY top.score DESC, top.doc
+FROM top JOIN chunks c USING (chunk_id)
+ORDER BY top.score DESC, top.url, top.ordinal
 """
 
-# Exact cosine over the unit-length copy of the cached vectors (pipelines/schema.py unit_vectors_<dims>), one
-# row per (indexed chunk, window), as a dot product with the unit-length question: no per-row cast, no join
-# before the top ``pool`` is known, ties by doc (= url, ordinal). A chunk scores as its best window
-# (pipelines.store.embed_windows). The chunks ranked by their best window are the first distinct chunks of the
-# windows ranked by score: so only the best ``pool × WINDOWS_PER_DOC`` windows are kept (a top-N heap, not a
-# group per chunk over every window; faster, BENCHMARKS.md, "Figures behind code comments"). When those hold
-# fewer than ``pool`` chunks, EMBEDDING_ALL_SQL groups them all. The last column is how many windows the first
-# query kept.
+# Exact cosine over the unit-length copy of the cached vectors (pipelines/schema.py unit_vectors_<dims>),
+# one row per (indexed chunk, window), as a dot product with the unit-length question: no per-row cast, no
+# join before the top ``pool`` is known, ties by the rows' url, ordinal and part. A chunk scores as its
+# best window (pipelines.store.embed_windows). The chunks ranked by their best window are the first
+# distinct chunks of the windows ranked by score: so only the best ``pool × WINDOWS_PER_DOC`` windows are
+# kept (a top-N heap, not a group per chunk over every window; faster, BENCHMARKS.md, "Figures behind code comments"). When
+# those hold fewer than ``pool`` chunks, EMBEDDING_ALL_SQL groups them all. The last column is how many
+# windows the first query kept.
 WINDOWS_PER_DOC = 8
-_EMBEDDING_SCOPE = "AND v.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url))"
-# The pool's chunks with their text, best first (``top``: doc, score).
+_EMBEDDING_SCOPE = "AND list_contains($urls, v.url)"
+# The pool's chunks with their text, best first (``top``: doc, url, ordinal, score).
 _EMBEDDING_RESULT = """
 SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score, c.ordinal, {windows_seen}
 FROM top JOIN selection_docs s USING (doc) JOIN chunks c ON c.chunk_id = s.chunk_id
-ORDER BY top.score DESC, top.doc
+ORDER BY top.score DESC, top.url, top.ordinal
 """
 EMBEDDING_SQL = """
 WITH windows AS (
-    SELECT v.doc, array_inner_product(v.vector, $q::FLOAT[{dims}]) AS score
+    SELECT v.doc, v.url, v.ordinal, array_inner_product(v.vector, $q::FLOAT[{dims}]) AS score
     FROM {table} v
     WHERE v.model = $model {scope}
-    ORDER BY score DESC, v.doc
+    ORDER BY score DESC, v.url, v.ordinal, v.part
     LIMIT $windows
 ),
-top AS (SELECT doc, max(score) AS score FROM windows GROUP BY doc ORDER BY score DESC, doc LIMIT $pool)
+top AS (
+    SELECT doc, url, ordinal, max(score) AS score FROM windows GROUP BY doc, url, ordinal
+    ORDER BY score DESC, url, ordinal LIMIT $pool
+)
 """ + _EMBEDDING_RESULT.replace("{windows_seen}", "(SELECT count(*) FROM windows)")
 EMBEDDING_ALL_SQL = """
 WITH top AS (
-    SELECT v.doc, max(array_inner_product(v.vector, $q::FLOAT[{dims}])) AS score
+    SELECT v.doc, v.url, v.ordinal, max(array_inner_product(v.vector, $q::FLOAT[{dims}])) AS score
     FROM {table} v
     WHERE v.model = $model {scope}
-    GROUP BY v.doc
-    ORDER BY score DESC, v.doc
+    GROUP BY v.doc, v.url, v.ordinal
+    ORDER BY score DESC, v.url, v.ordinal
     LIMIT $pool
 )
 """ + _EMBEDDING_RESULT.replace("{windows_seen}", "NULL")
@@ -485,7 +501,7 @@ def _min_max(scores: list[float]) -> list[float]:
 
 
 def _fts_terms(question: str) -> list[str]:
-    # The fts extension tokenises on its own; we only strip characters its parser treats specially.
+    # Only to tell a question without any word from one BM25 can look up; BM25_SQL tokenises it itself.
     return [w for w in "".join(ch if ch.isalnum() or ch in "-_." else " " for ch in question.lower()).split() if w]
 
 

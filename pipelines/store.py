@@ -200,9 +200,18 @@ def rebuild_unit_vectors(conn: duckdb.DuckDBPyConnection, dims: int) -> None:
 
 def ensure_unit_vectors(conn: duckdb.DuckDBPyConnection, dims: int) -> None:
     """Build the typed vector table for ``dims`` if it is missing (vectors of a new length, or a database
-    indexed before the table existed). Needs selection_docs, i.e. a built fts index."""
+    indexed before the table existed)."""
     if not _table_exists(conn, schema.unit_vectors_table(dims)):
         rebuild_unit_vectors(conn, dims)
+
+
+def vector_table_dims(conn: duckdb.DuckDBPyConnection) -> list[int]:
+    """The lengths that have a typed vector table (unit_vectors_<dims>)."""
+    rows = conn.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' AND starts_with(table_name, ?)",
+        [schema.UNIT_VECTORS_PREFIX]).fetchall()
+    return sorted(int(name.removeprefix(schema.UNIT_VECTORS_PREFIX)) for (name,) in rows
+                  if name.removeprefix(schema.UNIT_VECTORS_PREFIX).isdigit())
 
 
 def add_unit_vectors(conn: duckdb.DuckDBPyConnection, model: str | None, keys: Sequence[str],
@@ -210,8 +219,7 @@ def add_unit_vectors(conn: duckdb.DuckDBPyConnection, model: str | None, keys: S
     """Keep the typed vector tables in step with an insert into ``embeddings`` of window ``keys`` for
     ``model``, or (``model`` None) with newly mapped windows whose vectors any model may have cached.
 
-    Chunks not yet indexed get their rows when the index is next rebuilt (Store.rebuild_fts), which is
-    also when they become selectable at all.
+    Chunks indexed later get their rows when they are indexed (Store.index_pages).
     """
     if not keys or not _table_exists(conn, "selection_docs"):
         return
@@ -262,43 +270,104 @@ class Store:
         for step in range(version + 1, schema.SCHEMA_VERSION + 1):
             for statement in schema.MIGRATIONS.get(step, []):
                 self.conn.execute(statement)
+            if step == 5:
+                self._drop_vector_tables()  # keyed by the former doc numbers, without url/ordinal
         self.conn.execute(
             "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(schema.SCHEMA_VERSION)]
         )
+        self.conn.execute(schema.INDEX_TABLES)
+        self.conn.execute(schema.CREATE_FTS_STOPWORDS)
+        if self.conn.execute("SELECT count(*) FROM fts_stopwords").fetchone() != (len(schema.FTS_STOPWORDS),):
+            self.conn.execute("DELETE FROM fts_stopwords")
+            insert_rows(self.conn, "INSERT INTO fts_stopwords VALUES", [[w] for w in schema.FTS_STOPWORDS])
+        if self._index_format() is None and self.count_chunks() == 0:
+            # Nothing stored yet: the empty index is complete, and pages keep it so as they are written.
+            self._set_index_format()
+
+    def _index_format(self) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", [schema.INDEX_META_KEY]).fetchone()
+        return row[0] if row else None
+
+    def _set_index_format(self) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [schema.INDEX_META_KEY, schema.INDEX_FORMAT])
+
+    def _drop_vector_tables(self) -> None:
+        for dims in vector_table_dims(self.conn):
+            self.conn.execute(f"DROP TABLE {schema.unit_vectors_table(dims)}")
 
     def load_fts(self) -> None:
+        """Load the fts extension, for its ``stem`` function (Porter stemming of chunks and questions)."""
         if not self._fts_loaded:
             self.conn.execute(f"LOAD '{fts_extension_path()}'")
             self._fts_loaded = True
 
-    def rebuild_fts(self) -> None:
-        """Rebuild the BM25 index; DuckDB's fts index is a snapshot and does not follow inserts."""
+    def index_pages(self, urls: Sequence[str] | None, rows: Sequence[Sequence[Any]] = ()) -> None:
+        """Bring the selection indexes in step with the pages ``urls`` (None: every page, a full build).
+
+        Removes whatever the index held for those pages and indexes ``rows``, their chunks as just written
+        (chunks-table order: chunk_id, url, ordinal, heading_path, text, token_estimate, content_hash,
+        embed_key): docs, postings, and the unit vectors of windows whose vectors are cached. Call it in the
+        transaction that wrote the chunks, so that the index can never be older or newer than they are.
+        """
         self.load_fts()
-        self.conn.execute(schema.CREATE_FTS_STOPWORDS)
-        self.conn.execute("DELETE FROM fts_stopwords")
-        self.conn.executemany("INSERT INTO fts_stopwords VALUES (?)", [[w] for w in schema.FTS_STOPWORDS])
-        self.conn.execute(schema.REBUILD_FTS)
-        # The tables selection reads (pipelines/schema.py), derived from the index just built.
-        self.conn.execute(schema.SELECTION_DOCS)
-        self.conn.execute(schema.BM25_POSTINGS)
-        for (dims,) in self.conn.execute("SELECT DISTINCT dims FROM embeddings ORDER BY dims").fetchall():
-            rebuild_unit_vectors(self.conn, dims)
-        legacy = self.conn.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' AND starts_with(table_name, ?)",
-            [schema.LEGACY_VECTOR_TABLE_PREFIX]).fetchall()
-        for (table,) in legacy:
-            self.conn.execute(f'DROP TABLE "{table}"')
-        self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('fts_built_at', ?)", [utcnow().isoformat()])
+        if urls is not None:
+            if not urls:
+                return
+            params = {"urls": sorted(set(urls))}
+            self.conn.execute(schema.UNINDEX_POSTINGS, params)
+            for dims in vector_table_dims(self.conn):
+                self.conn.execute(schema.unindex_unit_vectors(dims), params)
+            self.conn.execute(schema.UNINDEX_DOCS, params)
+            if not rows:
+                return
+        row = self.conn.execute(schema.NEXT_DOC_BASE).fetchone()
+        base = int(row[0]) if row else 0
+        if urls is None:
+            source, bound = schema.ALL_CHUNKS, {}
+        else:
+            source = schema.BOUND_CHUNKS
+            bound = {name: [r[i] for r in rows] for name, i in
+                     (("chunk_id", 0), ("url", 1), ("ordinal", 2), ("heading", 3), ("text", 4), ("key", 7))}
+        self.conn.execute(schema.index_terms(source), bound)
+        self.conn.execute(schema.index_docs(source), {**bound, "base": base})
+        self.conn.execute(schema.INDEX_POSTINGS, {"base": base})
+        self.conn.execute(schema.DROP_INDEX_TERMS)
+        if urls is not None:
+            for dims in vector_table_dims(self.conn):
+                self.conn.execute(schema.index_unit_vectors(dims), {"base": base, "scheme": EMBED_SCHEME})
+
+    def rebuild_fts(self) -> None:
+        """Rebuild every selection index from the stored chunks (`webqa reindex`; a database indexed by an
+        older version). Pages written since keep it current on their own (``index_pages``).
+
+        One transaction: docs are renumbered, and vectors keyed by the old numbers must never survive a
+        rebuild killed halfway.
+        """
+        with self.transaction():
+            for statement in schema.CLEAR_INDEX:
+                self.conn.execute(statement)
+            self.index_pages(None)
+            for (dims,) in self.conn.execute("SELECT DISTINCT dims FROM embeddings ORDER BY dims").fetchall():
+                rebuild_unit_vectors(self.conn, dims)
+            legacy = self.conn.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' AND starts_with(table_name, ?)",
+                [schema.LEGACY_VECTOR_TABLE_PREFIX]).fetchall()
+            for (table,) in legacy:
+                self.conn.execute(f'DROP TABLE "{table}"')
+            self._set_index_format()
+
+    reindex = rebuild_fts
 
     def fts_is_stale(self) -> bool:
-        """True when chunks were written after the last index build (e.g. a crawl killed midway)."""
-        built = self.conn.execute("SELECT value FROM meta WHERE key = 'fts_built_at'").fetchone()
-        if built is not None and not all(_table_exists(self.conn, t) for t in schema.SELECTION_TABLES):
-            return True  # indexed by a version without the derived tables selection now reads
-        changed = self.conn.execute("SELECT value FROM meta WHERE key = 'chunks_changed_at'").fetchone()
-        if changed is None:
-            return built is None and self.count_chunks() > 0
-        return built is None or built[0] < changed[0]
+        """True when the selection indexes need a full build: chunks stored by a version that did not index
+        page by page, or index tables missing or out of step with the chunks."""
+        if not all(_table_exists(self.conn, t) for t in schema.SELECTION_TABLES):
+            return True
+        chunks = self.count_chunks()
+        if self._index_format() != schema.INDEX_FORMAT:
+            return chunks > 0
+        docs = self.conn.execute("SELECT count(*) FROM selection_docs").fetchone()
+        return docs is None or docs[0] != chunks
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -415,10 +484,60 @@ class Store:
                     for c in chunks
                 ]
                 insert_rows(self.conn, "INSERT OR REPLACE INTO chunks VALUES", rows)
-            # Wall-clock time of the write, not the page's fetch time: compared with fts_built_at, and
-            # a page fetched before the last index build but written after it is not in the index.
-            self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('chunks_changed_at', ?)", [utcnow().isoformat()])
+            self.index_pages([page.url], rows if chunks else ())
         return "changed" if previous is not None else "new"
+
+    def save_pages(self, pages: Sequence[tuple[PageRecord, Sequence[Chunk]]], crawl_run_id: int | None) -> list[str]:
+        """``save_page`` for many pages in one transaction, one statement per table; the states in order.
+
+        Values are bound as one list per column and unnested in SQL: a statement per page cost a commit
+        and a dozen round trips each (BENCHMARKS.md). URLs must be distinct within a batch.
+        """
+        if not pages:
+            return []
+        urls = [page.url for page, _ in pages]
+        if len(set(urls)) != len(urls):
+            raise StoreError("a batch of pages names a URL twice")
+        previous = dict(self.conn.execute(
+            "SELECT url, content_hash FROM pages WHERE list_contains($urls, url)", {"urls": urls}).fetchall())
+        states = ["unchanged" if previous.get(page.url) == page.content_hash else
+                  "changed" if page.url in previous else "new" for page, _ in pages]
+        same = [page for (page, _), state in zip(pages, states) if state == "unchanged"]
+        written = [(page, chunks) for (page, chunks), state in zip(pages, states) if state != "unchanged"]
+        with self.transaction():
+            if same:
+                self.conn.execute(schema.REFRESH_UNCHANGED_PAGES, _columns(
+                    same, url=lambda p: p.url, fetched=lambda p: p.fetched_at, status=lambda p: p.status,
+                    final_url=lambda p: p.final_url, etag=lambda p: p.etag, last_modified=lambda p: p.last_modified))
+            if written:
+                changed_urls = [page.url for page, _ in written]
+                self.conn.execute("DELETE FROM chunks WHERE list_contains($urls, url)", {"urls": changed_urls})
+                records = [page for page, _ in written]
+                self.conn.execute(schema.INSERT_PAGES, {**_columns(records, **_PAGE_COLUMNS), "run": crawl_run_id})
+                self.conn.execute(schema.INSERT_PAGE_HTML, _columns(records, url=lambda p: p.url, html=lambda p: p.html))
+                rows = [(c.chunk_id, page.url, c.ordinal, c.heading, c.text, c.token_estimate, c.content_hash,
+                         embed_key(c.heading, c.text)) for page, chunks in written for c in chunks]
+                if rows:
+                    self.conn.execute(schema.INSERT_CHUNKS, _columns(
+                        rows, chunk_id=lambda r: r[0], url=lambda r: r[1], ordinal=lambda r: r[2], heading=lambda r: r[3],
+                        text=lambda r: r[4], tokens=lambda r: r[5], hash=lambda r: r[6], key=lambda r: r[7]))
+                self.index_pages(changed_urls, rows)
+            self.conn.execute("DELETE FROM page_links WHERE list_contains($urls, url)", {"urls": urls})
+            links = [(page.url, target, ordinal) for page, _ in pages for ordinal, target in enumerate(page.links)]
+            if links:
+                self.conn.execute(schema.INSERT_PAGE_LINKS, _columns(
+                    links, url=lambda r: r[0], target=lambda r: r[1], ordinal=lambda r: r[2]))
+        return states
+
+    def delete_page(self, url: str) -> bool:
+        """Remove a stored page, its chunks and their index rows, in one transaction; False if absent."""
+        with self.transaction():
+            row = self.conn.execute("DELETE FROM pages WHERE url = ? RETURNING url", [url]).fetchone()
+            self.conn.execute("DELETE FROM page_html WHERE url = ?", [url])
+            self.conn.execute("DELETE FROM page_links WHERE url = ?", [url])
+            self.conn.execute("DELETE FROM chunks WHERE url = ?", [url])
+            self.index_pages([url])
+        return row is not None
 
     def _replace_links(self, url: str, links: Sequence[str]) -> None:
         self.conn.execute("DELETE FROM page_links WHERE url = ?", [url])
@@ -523,6 +642,22 @@ class Store:
         return self.conn.execute(
             "SELECT chunk_id, ordinal, heading_path, text FROM chunks WHERE url = ? ORDER BY ordinal", [url]
         ).fetchall()
+
+
+def _columns(rows: Sequence[Any], **columns: Any) -> dict[str, list[Any]]:
+    """One list per named column (``name=function of a row``), for statements that unnest them."""
+    return {name: [get(row) for row in rows] for name, get in columns.items()}
+
+
+# pages columns bound by schema.INSERT_PAGES, from a PageRecord.
+_PAGE_COLUMNS: dict[str, Any] = {
+    "url": lambda p: p.url, "final_url": lambda p: p.final_url, "status": lambda p: p.status,
+    "fetched": lambda p: p.fetched_at, "content_type": lambda p: p.content_type, "etag": lambda p: p.etag,
+    "last_modified": lambda p: p.last_modified, "hash": lambda p: p.content_hash, "title": lambda p: p.title,
+    "lang": lambda p: p.lang, "extractor": lambda p: p.extractor, "html_bytes": lambda p: p.html_bytes,
+    "text_bytes": lambda p: p.text_bytes, "text": lambda p: p.text, "depth": lambda p: p.depth,
+    "extract_seconds": lambda p: float(p.extract_seconds),
+}
 
 
 CRAWL_COUNT_COLUMNS = (

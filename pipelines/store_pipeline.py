@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -41,14 +42,22 @@ def describe_storage_error(db_path: str, exc: BaseException) -> str:
 
 
 class StorePipeline:
-    """Opens the store for the crawl, records every item, rebuilds the BM25 index at the end.
+    """Opens the store for the crawl and records every item (pages with their selection indexes).
 
-    Each page is its own transaction: a crawl that dies midway keeps every page stored before it. The writes
-    run on one writer thread, in arrival order: a DuckDB commit takes tens to hundreds of ms (BENCHMARKS.md,
-    "Figures behind code comments"), and on the reactor thread it would hold back every request due meanwhile,
-    so a request went out late and the next one to the same host (timed from when the late one was due) came
-    less than the promised delay after it. DuckDB releases the GIL while it works.
+    Items are written in batches, each batch of pages one transaction (Store.save_pages): a batch is
+    written when it holds ``WEBQA_STORE_BATCH_PAGES`` pages or its oldest item has waited
+    ``WEBQA_STORE_BATCH_SECONDS``, so a crawl that dies midway loses at most those last seconds of work.
+    The writes run on one writer thread, in arrival order: a DuckDB commit takes tens to hundreds of ms
+    (BENCHMARKS.md, "Figures behind code comments"), and on the reactor thread it would hold back every
+    request due meanwhile, so a request went out late and the next one to the same host (timed from when
+    the late one was due) came less than the promised delay after it. DuckDB releases the GIL while it works.
+
+    A write the database refuses (a full disk) stops the crawl: every later page would fail the same way.
+    Only what was committed is counted, so nothing is reported as fetched that was not stored.
     """
+
+    batch_pages = 50
+    batch_seconds = 2.0
 
     def __init__(self, crawler: Crawler, db_path: str, job_name: str | None) -> None:
         self.crawler = crawler
@@ -60,6 +69,11 @@ class StorePipeline:
         # The first write the database refused (one line); once set, nothing more is written.
         self.failure: str | None = None
         self._closing: Any = None
+        self._pending: list[ExtractedPage | FetchOutcome] = []
+        self._pending_urls: set[str] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        # Counts of committed writes, from the writer thread; stats are only touched on the reactor thread.
+        self._written: queue.SimpleQueue[dict[str, int]] = queue.SimpleQueue()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StorePipeline:
@@ -67,6 +81,8 @@ class StorePipeline:
         if not db_path:
             raise NotConfigured("WEBQA_DB is not set: no database to store pages in")
         pipeline = cls(crawler, db_path, crawler.settings.get("WEBQA_JOB_NAME"))
+        pipeline.batch_pages = max(1, crawler.settings.getint("WEBQA_STORE_BATCH_PAGES", cls.batch_pages))
+        pipeline.batch_seconds = crawler.settings.getfloat("WEBQA_STORE_BATCH_SECONDS", cls.batch_seconds)
         # The run is finished there, not in close_spider: only the signal carries the close reason.
         crawler.signals.connect(pipeline.spider_closed, signal=signals.spider_closed)
         return pipeline
@@ -83,9 +99,20 @@ class StorePipeline:
         self.writer = ThreadPoolExecutor(1, thread_name_prefix="webqa-store")
 
     def close_spider(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self.writer is not None:
             self.writer.shutdown(wait=True)
             self.writer = None
+        if self._pending and self.failure is None and self.store is not None:
+            batch, self._pending = self._pending, []
+            self._pending_urls.clear()
+            try:
+                self._write(batch)
+            except STORAGE_ERRORS as exc:
+                self._failed(exc, stop=False)
+        self._count_written()
 
     def spider_closed(self, reason: str) -> None:
         if self.store is None:
@@ -94,7 +121,8 @@ class StorePipeline:
         counts = {key.removeprefix("webqa/count/"): int(value) for key, value in stats.items()
                   if key.startswith("webqa/count/")}
         try:
-            if self.failure is None and (counts.get("new") or counts.get("changed") or self.store.fts_is_stale()):
+            # Pages are indexed as they are written; only a database indexed by an older version needs a build.
+            if self.failure is None and self.store.fts_is_stale():
                 self.store.rebuild_fts()
             assert self.crawl_run_id is not None
             # A failed write may have come after Scrapy's own reason was settled ("finished"); a signal's
@@ -129,28 +157,99 @@ class StorePipeline:
         if self.failure is not None:
             raise DropItem(f"not stored, the database failed earlier: {self.failure}")
         assert self.store is not None and self.writer is not None
-        write = self._save if isinstance(item, ExtractedPage) else self._record
-        try:
-            counts = await asyncio.get_running_loop().run_in_executor(self.writer, write, item)
-        except STORAGE_ERRORS as exc:
-            self._failed(exc)
-            raise DropItem(f"not stored: {self.failure}") from None
-        # Stats are only touched on the reactor thread.
-        for key, value in counts.items():
-            self._inc(key, value)
+        url = item.page.url if isinstance(item, ExtractedPage) else item.url
+        if url in self._pending_urls:
+            self._flush()  # a batch names each page once
+        self._pending.append(item)
+        self._pending_urls.add(url)
+        if len(self._pending) >= self.batch_pages:
+            # The item that fills a batch waits for its commit: Scrapy slows down when writes fall behind.
+            try:
+                await self._flush()
+            except STORAGE_ERRORS as exc:
+                self._failed(exc)
+                raise DropItem(f"not stored: {self.failure}") from None
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.batch_seconds, self._flush)
         return item
 
-    def _save(self, item: ExtractedPage) -> dict[str, int]:
+    def _flush(self) -> asyncio.Future[None]:
+        """Hand the pending items to the writer thread; the future is done when they are committed."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch, self._pending = self._pending, []
+        self._pending_urls.clear()
+        loop = asyncio.get_running_loop()
+        if not batch or self.writer is None or self.failure is not None:
+            done: asyncio.Future[None] = loop.create_future()
+            done.set_result(None)
+            return done
+        written = loop.run_in_executor(self.writer, self._write, batch)
+        written.add_done_callback(self._after_write)
+        return written
+
+    def _after_write(self, written: asyncio.Future[None]) -> None:
+        """On the reactor thread: count what was committed; a refused write stops the crawl."""
+        self._count_written()
+        exc = None if written.cancelled() else written.exception()
+        if exc is not None:
+            if isinstance(exc, STORAGE_ERRORS):
+                self._failed(exc)
+            else:
+                log.error("Storing a batch failed: %r", exc)
+
+    def _count_written(self) -> None:
+        while True:
+            try:
+                counts = self._written.get_nowait()
+            except queue.Empty:
+                return
+            for key, value in counts.items():
+                self._inc(key, value)
+
+    def _write(self, batch: list[ExtractedPage | FetchOutcome]) -> None:
+        """On the writer thread: the batch's pages in one transaction, then its other outcomes in another.
+
+        The counts of what was committed go to ``_written`` as soon as it is; a refused write raises.
+        """
+        pages = [item for item in batch if isinstance(item, ExtractedPage)]
+        if pages:
+            self._write_pages(pages)
+        outcomes = [item for item in batch if isinstance(item, FetchOutcome)]
+        if outcomes:
+            assert self.store is not None
+            counts: dict[str, int] = {}
+            with self.store.transaction():
+                for item in outcomes:
+                    _add(counts, self._record(item))
+            self._written.put(counts)
+
+    def _write_pages(self, pages: list[ExtractedPage]) -> None:
+        """One transaction for the pages; if it fails, one each, so a bad page costs only itself.
+
+        A storage error (a full disk) on a single page is raised: every page would fail the same way.
+        """
         assert self.store is not None
+        try:
+            states = self.store.save_pages([(_record(item), item.chunks) for item in pages], self.crawl_run_id)
+        except Exception as exc:  # noqa: BLE001 - whatever the write error, the other pages deserve their own try
+            if len(pages) == 1:
+                if isinstance(exc, STORAGE_ERRORS):
+                    raise
+                log.error("Could not store %s: %s", pages[0].page.url, exc)
+                return
+            log.warning("Storing a batch of %d pages failed (%s); storing them one by one", len(pages), exc)
+            for item in pages:
+                self._write_pages([item])
+            return
+        counts: dict[str, int] = {}
+        for item, state in zip(pages, states, strict=True):
+            _add(counts, self._stored(item, state))
+        self._written.put(counts)
+
+    def _stored(self, item: ExtractedPage, state: str) -> dict[str, int]:
         page = item.page
-        record = PageRecord(
-            url=page.url, final_url=page.final_url, status=page.status, fetched_at=page.fetched_at,
-            content_type=page.content_type, etag=page.etag, last_modified=page.last_modified,
-            content_hash=page.content_hash, title=item.title, lang=item.lang, extractor=item.extractor,
-            html_bytes=page.html_bytes, text_bytes=item.text_bytes, text=item.text, html=page.html,
-            depth=page.depth, extract_seconds=item.seconds, links=tuple(page.links),
-        )
-        state = self.store.save_page(record, item.chunks, self.crawl_run_id)
         log.debug("Stored %s (%s, %d chunks, %s)", page.url, state, len(item.chunks), item.extractor)
         counts = {"fetched": 1, state: 1, "html_bytes": page.html_bytes, "text_bytes": item.text_bytes}
         if state != "unchanged":
@@ -181,3 +280,19 @@ class StorePipeline:
     def _inc(self, key: str, by: int = 1) -> None:
         if self.crawler.stats is not None:
             self.crawler.stats.inc_value(f"webqa/count/{key}", by)
+
+
+def _record(item: ExtractedPage) -> PageRecord:
+    page = item.page
+    return PageRecord(
+        url=page.url, final_url=page.final_url, status=page.status, fetched_at=page.fetched_at,
+        content_type=page.content_type, etag=page.etag, last_modified=page.last_modified,
+        content_hash=page.content_hash, title=item.title, lang=item.lang, extractor=item.extractor,
+        html_bytes=page.html_bytes, text_bytes=item.text_bytes, text=item.text, html=page.html,
+        depth=page.depth, extract_seconds=item.seconds, links=tuple(page.links),
+    )
+
+
+def _add(total: dict[str, int], counts: dict[str, int]) -> None:
+    for key, value in counts.items():
+        total[key] = total.get(key, 0) + value

@@ -371,14 +371,13 @@ def test_database_in_use_is_one_line_and_exit_4(site: SiteServer, held_db: tuple
     assert not site.requests_for(0)  # nothing was fetched
 
 
-def test_killed_crawl_keeps_stored_pages_and_next_crawl_rebuilds_index(site: SiteServer, tmp_path: Path) -> None:
+def test_killed_crawl_keeps_stored_pages_and_their_index(site: SiteServer, tmp_path: Path) -> None:
     for name in ("first", "second", "third"):
         site.add(0, f"/{name}.html", page(f"{name.title()} page", (f"{name.title()} zq{name}",)))
     site.slow(1, "/slow.html", 60, page("Slow"))
     first, second, third = (site.url(0, f"/{n}.html") for n in ("first", "second", "third"))
     db = tmp_path / "webqa.duckdb"
     ok(run_cli(first, db=db))
-    built_before = dict(rows(db, "SELECT key, value FROM meta"))["fts_built_at"]
 
     # -v makes the store pipeline log every page it commits: the log says when to pull the plug.
     command = [sys.executable, "-m", "jobs.cli", "-v", "crawl", first, second, third, site.url(1, "/slow.html"),
@@ -412,28 +411,26 @@ def test_killed_crawl_keeps_stored_pages_and_next_crawl_rebuilds_index(site: Sit
         headings = {r[0] for r in rows(db, "SELECT heading_path FROM chunks WHERE url = ?", [url])}
         assert headings == {f"{name} page", f"{name} page › {name} zq{name.lower()}"}
     assert rows(db, "SELECT crawl_run_id, status FROM crawl_runs ORDER BY 1") == [(1, "done"), (2, "running")]
-    meta = dict(rows(db, "SELECT key, value FROM meta"))
-    assert meta["fts_built_at"] == built_before < meta["chunks_changed_at"]  # the index misses the new pages
+    # Each page was indexed in the transaction that stored it: what the killed crawl stored is selectable.
+    indexed = "SELECT DISTINCT s.url FROM bm25_postings p JOIN selection_docs s USING (doc) WHERE p.term = 'zqthird'"
+    assert rows(db, indexed) == [(third,)]
 
     counts = summary(ok(run_cli(first, second, third, db=db)))
 
     assert (counts["not_modified"], counts["new"], counts["changed"]) == (3, 0, 0)
     # The killed crawl no longer reads as running: the next crawl (the only writer) knows it ended.
     assert rows(db, "SELECT crawl_run_id, status FROM crawl_runs ORDER BY 1") == [(1, "done"), (2, "killed"), (3, "done")]
-    meta = dict(rows(db, "SELECT key, value FROM meta"))
-    assert meta["fts_built_at"] > meta["chunks_changed_at"]
     conn = duckdb.connect(str(db), read_only=True)
     try:
+        from jobs.select import Selector
         from pipelines.store import fts_extension_path
 
         conn.execute(f"LOAD '{fts_extension_path()}'")
-        hits = conn.execute(
-            "SELECT url FROM (SELECT url, fts_main_chunks.match_bm25(chunk_id, 'zqthird') AS score FROM chunks) "
-            "WHERE score IS NOT NULL"
-        ).fetchall()
+        hits = [c.url for c in Selector(conn).bm25("zqthird", None)]
+        docs, chunks = conn.execute("SELECT (SELECT count(*) FROM selection_docs), count(*) FROM chunks").fetchone()
     finally:
         conn.close()
-    assert hits == [(third,)]
+    assert hits == [third] and docs == chunks
 
 
 # -- 8. following links ----------------------------------------------------------------------

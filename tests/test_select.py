@@ -95,6 +95,20 @@ def store(tmp_path: Path) -> Iterator[RunStore]:
         yield opened
 
 
+# The fts extension's own index with the settings webqa's tokenisation reproduces (pipelines/schema.py
+# tokenize): built here only as the reference BM25_SQL is checked against.
+REFERENCE_FTS = (
+    "PRAGMA create_fts_index('chunks', 'chunk_id', 'heading_path', 'text', "
+    "stemmer='porter', stopwords='fts_stopwords', ignore='(\\.|[^a-z0-9])+', strip_accents=1, lower=1, "
+    "overwrite=1)"
+)
+
+
+def reference_fts(store: RunStore) -> None:
+    store.load_fts()
+    store.conn.execute(REFERENCE_FTS)
+
+
 def selector(store: RunStore, **kwargs: object) -> Selector:
     return Selector(store.conn, ensure_fts=store.load_fts, **kwargs)  # type: ignore[arg-type]
 
@@ -284,6 +298,7 @@ def test_bm25_equals_the_fts_extensions_own_scoring(store: RunStore, b: float) -
     # BM25_SQL re-implements match_bm25 for speed; with a heading term counting once, ranking and scores
     # must be the same.
     sel = selector(store, bm25_params=replace(MATCH_BM25_PARAMS, b=b))
+    reference_fts(store)
     for question in ("Which port does the server use?", "widget colours themes", "configure the widget server",
                      "tomatoes in the allotment", "log journal"):
         ours = [(c.chunk_id, round(c.score, 9)) for c in sel.bm25(question, None)]
@@ -302,6 +317,7 @@ def test_bm25_counts_a_heading_term_heading_weight_times(store: RunStore) -> Non
     # (DuckDB's log, in match_bm25 and BM25_SQL alike, is base 10.)
     [top] = selector(store).bm25("gardens", None)
     assert heading_of(top) == "Gardens"
+    reference_fts(store)
     num_docs, avgdl = store.conn.execute("SELECT num_docs, avgdl FROM fts_main_chunks.stats").fetchone()
     df, length = store.conn.execute(
         "SELECT d.df, docs.len FROM fts_main_chunks.dict d, fts_main_chunks.docs docs "
@@ -380,6 +396,7 @@ def test_stop_words_leave_the_question_before_stemming(tmp_path: Path) -> None:
         opened.rebuild_fts()
         ranked = selector(opened).bm25("What are descriptors?", None)
         assert [heading_of(c) for c in ranked] == ["Descriptors"]
+        reference_fts(opened)
         # The fts extension's own match_bm25 stems the stop word and matches the archiver section.
         stemmed = opened.conn.execute(
             "SELECT count(*) FROM chunks WHERE fts_main_chunks.match_bm25(chunk_id, 'what are descriptors') IS NOT NULL"
@@ -413,11 +430,10 @@ def test_typed_vectors_follow_embedding_inserts_and_index_rebuilds(store: RunSto
     # A second model of the same length goes into the same table, alongside.
     selector(store, embedder=embedder, embedding_model="m2").select("tomatoes", "embedding")
     assert _typed_vectors(store) == _expected_vectors(store) and len(_typed_vectors(store)) == 16
-    # A new page: not selectable until the index is rebuilt, which brings its vectors in too.
+    # A new page: selectable once written; its vectors come with its first embedding.
     url = "http://d.test/tomatoes"
     chunks = make_chunks(url, [(("Tomatoes",), "Tomatoes need sunny corners, like widgets.")])
-    store.save_page(page_record(url, chunks), chunks, crawl_run_id=None)
-    store.rebuild_fts()
+    store.savepage_record(page_record(url, chunks), chunks, crawl_run_id=None)
     fresh = selector(store, embedder=embedder, embedding_model="m")
     assert url in {c.url for c in fresh.select("tomatoes", "embedding").candidates}
     # 9 chunks with model m, the 8 earlier ones with m2 (nothing has asked m2 about the new page yet).
@@ -517,10 +533,23 @@ def test_an_index_rebuild_drops_vector_tables_of_earlier_versions(store: RunStor
     assert "selection_vectors_8" not in tables and "unit_vectors_8" in tables
 
 
+def test_pages_are_selectable_as_soon_as_they_are_written(tmp_path: Path) -> None:
+    with RunStore.open(tmp_path / "fresh.duckdb") as fresh:
+        chunks = make_chunks(A, PAGES[A])
+        fresh.save_page(page_record(A, chunks), chunks, crawl_run_id=None)
+        assert not fresh.fts_is_stale()
+        sel = selector(fresh, embedder=WordEmbedder(), embedding_model="m")
+        for method in ("bm25", "embedding"):
+            assert heading_of(sel.select("tomatoes", method).candidates[0]) == "Gardens"
+
+
 def test_selection_without_an_index_says_how_to_build_it(tmp_path: Path) -> None:
     with RunStore.open(tmp_path / "empty.duckdb") as empty:
         chunks = make_chunks(A, PAGES[A])
-        empty.save_page(page_record(A, chunks), chunks, crawl_run_id=None)
+        empty.savepage_record(page_record(A, chunks), chunks, crawl_run_id=None)
+        empty.conn.execute("DROP TABLE selection_docs")  # e.g. a database an older version indexed
+        empty.conn.execute("DROP TABLE bm25_postings")
+        assert empty.fts_is_stale()
         sel = selector(empty, embedder=WordEmbedder(), embedding_model="m")
         for method in ("bm25", "embedding"):
             with pytest.raises(WebqaError, match="full-text index is missing"):

@@ -94,6 +94,10 @@ def test_open_creates_schema_once(tmp_path: Path) -> None:
 # -- save_page -------------------------------------------------------------------------------------
 
 
+def indexed(store: Store) -> list[str]:
+    return [c for (c,) in store.conn.execute("SELECT chunk_id FROM selection_docs ORDER BY chunk_id").fetchall()]
+
+
 def test_new_page_stores_row_html_and_chunks(store: Store) -> None:
     assert store.save_page(record(), JSON_CHUNKS, 7) == "new"
 
@@ -108,12 +112,12 @@ def test_new_page_stores_row_html_and_chunks(store: Store) -> None:
     ]
     stored_keys = store.conn.execute("SELECT embed_key FROM chunks WHERE url = ? ORDER BY ordinal", [URL]).fetchall()
     assert [k for (k,) in stored_keys] == [embed_key(c.heading, c.text) for c in JSON_CHUNKS]
-    assert meta(store, "chunks_changed_at") is not None
+    assert indexed(store) == sorted(c.chunk_id for c in JSON_CHUNKS)  # indexed in the same transaction
 
 
 def test_unchanged_body_only_refreshes_bookkeeping(store: Store) -> None:
     store.save_page(record(), JSON_CHUNKS, 1)
-    changed_marker = meta(store, "chunks_changed_at")
+    index_before = _postings(store)
     later = T0 + timedelta(days=1)
     # Same body (same hash): new validators and fetch time are recorded, nothing else is written,
     # not even chunks a newer chunker would cut differently.
@@ -124,7 +128,7 @@ def test_unchanged_body_only_refreshes_bookkeeping(store: Store) -> None:
     assert (row["fetched_at"], row["checked_at"], row["etag"]) == (later, later, '"v1-gzip"')
     assert (row["changed_at"], row["crawl_run_id"], row["title"], row["text"]) == (T0, 1, "json — JSON encoder", "JSON intro.")
     assert [r[0] for r in chunk_rows(store)] == [c.chunk_id for c in JSON_CHUNKS]
-    assert meta(store, "chunks_changed_at") == changed_marker
+    assert _postings(store) == index_before
 
 
 def test_changed_body_replaces_the_page_chunks_only(store: Store) -> None:
@@ -152,12 +156,13 @@ def test_changed_body_replaces_the_page_chunks_only(store: Store) -> None:
 def test_changed_page_without_chunks_drops_old_chunks(store: Store) -> None:
     store.save_page(record(), JSON_CHUNKS, 1)
     assert store.save_page(record(body="<html></html>", extractor="empty", text=""), [], 2) == "changed"
-    assert chunk_rows(store) == []
+    assert chunk_rows(store) == [] and indexed(store) == []
+    assert store.conn.execute("SELECT count(*) FROM bm25_postings").fetchone() == (0,)
 
 
 def test_failed_chunk_write_leaves_the_previous_page_whole(store: Store) -> None:
     store.save_page(record(), JSON_CHUNKS, 1)
-    marker = meta(store, "chunks_changed_at")
+    index_before = _postings(store)
     broken = [JSON_CHUNKS[0], dataclasses.replace(JSON_CHUNKS[1], text=None)]  # violates NOT NULL mid-write
     with pytest.raises(duckdb.Error):
         store.save_page(record(body="<html>v2</html>", text="half written"), broken, 2)
@@ -166,7 +171,7 @@ def test_failed_chunk_write_leaves_the_previous_page_whole(store: Store) -> None
     assert (row["text"], row["crawl_run_id"], row["content_hash"]) == ("JSON intro.", 1, record().content_hash)
     assert [r[0] for r in chunk_rows(store)] == [c.chunk_id for c in JSON_CHUNKS]
     assert store.conn.execute("SELECT html FROM page_html WHERE url = ?", [URL]).fetchone() == ("<html>v1</html>",)
-    assert meta(store, "chunks_changed_at") == marker
+    assert _postings(store) == index_before  # the index rolled back with the page
     # The connection is usable afterwards: the transaction was rolled back, not left open.
     assert store.save_page(record(body="<html>v3</html>"), JSON_CHUNKS[:1], 3) == "changed"
 
@@ -229,78 +234,128 @@ def test_fetch_log_and_crawl_runs(store: Store) -> None:
 
 
 def bm25(store: Store, query: str) -> list[str]:
-    store.load_fts()
-    rows = store.conn.execute(
-        "SELECT chunk_id FROM (SELECT chunk_id, fts_main_chunks.match_bm25(chunk_id, ?) AS score FROM chunks) "
-        "WHERE score IS NOT NULL ORDER BY score DESC",
-        [query],
-    ).fetchall()
-    return [r[0] for r in rows]
+    from jobs.select import Selector
+
+    return [c.chunk_id for c in Selector(store.conn, ensure_fts=store.load_fts).bm25(query, None)]
 
 
-def test_fts_rebuild_and_bm25_query(store: Store) -> None:
+def test_pages_are_indexed_as_they_are_written(store: Store) -> None:
     assert not store.fts_is_stale()  # nothing stored, nothing to index
     store.save_page(record(), JSON_CHUNKS, 1)
     store.save_page(record(OTHER, "<html>csv</html>"), CSV_CHUNKS, 1)
-    assert store.fts_is_stale()
+    assert not store.fts_is_stale()  # no build needed: the writes indexed their chunks
 
-    store.rebuild_fts()
-
-    assert not store.fts_is_stale()
     hits = bm25(store, "json")
     # "Encoders" says nothing of JSON in its text: its heading path "json › Encoders" is indexed too.
     assert set(hits) == {c.chunk_id for c in JSON_CHUNKS}
     assert hits[0] in {JSON_CHUNKS[0].chunk_id, JSON_CHUNKS[1].chunk_id}
     assert bm25(store, "tabular") == [CSV_CHUNKS[0].chunk_id]
     assert bm25(store, "serializing") == [JSON_CHUNKS[1].chunk_id]  # stemmed
-    store.load_fts()
-    hits_sql = store.conn.execute(
-        "SELECT chunk_id FROM chunks WHERE fts_main_chunks.match_bm25(chunk_id, 'json') IS NOT NULL"
-    ).fetchall()
-    assert len(hits_sql) == 3
+
+    # A changed page replaces its rows; an unchanged one leaves them; a deleted one takes them along.
+    store.save_page(record(body="<html>v2</html>", at=T0), JSON_CHUNKS[:1], 2)
+    assert bm25(store, "encoder") == [] and bm25(store, "json") == [JSON_CHUNKS[0].chunk_id]
+    store.save_page(record(body="<html>v2</html>", at=T0 + timedelta(days=1)), JSON_CHUNKS[:1], 3)
+    assert bm25(store, "json") == [JSON_CHUNKS[0].chunk_id]
+    assert store.delete_page(OTHER) and not store.delete_page(OTHER)
+    assert bm25(store, "tabular") == []
+    assert store.conn.execute("SELECT count(*), count(DISTINCT doc) FROM selection_docs").fetchone() == (1, 1)
+    assert not store.fts_is_stale()
 
 
-def test_rebuild_derives_the_tables_selection_reads(store: Store) -> None:
+REFERENCE_FTS = (
+    "PRAGMA create_fts_index('chunks', 'chunk_id', 'heading_path', 'text', "
+    "stemmer='porter', stopwords='fts_stopwords', ignore='(\\.|[^a-z0-9])+', strip_accents=1, lower=1, "
+    "overwrite=1)"
+)
+
+
+def _postings(store: Store) -> list[tuple[object, ...]]:
+    return store.conn.execute(
+        "SELECT p.term, s.chunk_id, p.tf_heading, p.tf_text, p.len, s.len FROM bm25_postings p "
+        "JOIN selection_docs s USING (doc) ORDER BY ALL").fetchall()
+
+
+def test_postings_are_the_fts_extensions_postings(store: Store) -> None:
+    accented = chunk(OTHER, 1, ("Café", "Numbers 2.1"), "The café's port 8470 — HTTP 404, e.g. naïve résumé; ÀÉÎ.")
     store.save_page(record(), JSON_CHUNKS, 1)
+    store.save_page(record(OTHER, "<html>csv</html>"), [*CSV_CHUNKS, accented, chunk(OTHER, 2, (), "")], 1)
+    ours = _postings(store)
+    # The extension's own index of the same chunks with the same settings: the same terms, counted the same.
+    store.load_fts()
+    store.conn.execute(REFERENCE_FTS)
+    reference = store.conn.execute(
+        """
+        SELECT dict.term, d.name, count(*) FILTER (WHERE t.fieldid = 0), count(*) FILTER (WHERE t.fieldid = 1),
+               any_value(d.len), any_value(d.len)
+        FROM fts_main_chunks.terms t JOIN fts_main_chunks.docs d USING (docid) JOIN fts_main_chunks.dict USING (termid)
+        GROUP BY dict.term, d.name ORDER BY ALL
+        """).fetchall()
+    assert ours == reference
+    assert store.conn.execute("SELECT field FROM fts_main_chunks.fields WHERE fieldid = 0").fetchone() == ("heading_path",)
+    # Every chunk is a doc, the empty one included (BM25's document count and average length count it).
+    assert store.conn.execute("SELECT list(len ORDER BY len) FROM selection_docs").fetchone() == \
+        store.conn.execute("SELECT list(len ORDER BY len) FROM fts_main_chunks.docs").fetchone()
+
+
+def test_full_rebuild_numbers_docs_in_url_order_and_keeps_the_postings(store: Store) -> None:
     store.save_page(record(OTHER, "<html>csv</html>"), CSV_CHUNKS, 1)
+    store.save_page(record(), JSON_CHUNKS, 1)
+    incremental = _postings(store)
     store.rebuild_fts()
     conn = store.conn
-    # selection_docs: every indexed chunk, numbered in (url, ordinal) order: the selection tie-break.
+    # selection_docs after a full build: every chunk, numbered in (url, ordinal) order.
     docs = conn.execute("SELECT doc, chunk_id FROM selection_docs ORDER BY doc").fetchall()
     expected = conn.execute("SELECT chunk_id FROM chunks ORDER BY url, ordinal").fetchall()
     assert [d for d, _ in docs] == list(range(1, len(expected) + 1))
     assert [c for _, c in docs] == [c for (c,) in expected]
-    # bm25_postings: the fts extension's postings counted per (term, doc) in the heading (field 0) and in
-    # the text, with the doc's length.
-    assert conn.execute(
-        """
-        SELECT termid, docid, count(*) FILTER (WHERE fieldid = 0), count(*) FILTER (WHERE fieldid = 1),
-               any_value(d.len)
-        FROM fts_main_chunks.terms JOIN fts_main_chunks.docs d USING (docid) GROUP BY termid, docid
-        EXCEPT SELECT p.termid, s.docid, p.tf_heading, p.tf_text, p.len FROM bm25_postings p
-        JOIN selection_docs s USING (doc)
-        """
-    ).fetchall() == []
-    assert conn.execute("SELECT field FROM fts_main_chunks.fields WHERE fieldid = 0").fetchone() == ("heading_path",)
+    assert _postings(store) == incremental
     assert conn.execute("SELECT sum(tf_heading) > 0 AND sum(tf_text) > 0 FROM bm25_postings").fetchone() == (True,)
-    assert conn.execute("SELECT count(*) FROM bm25_postings").fetchone()[0] == conn.execute(
-        "SELECT count(DISTINCT (termid, docid)) FROM fts_main_chunks.terms").fetchone()[0]
-    # ... and they follow the index: a rebuild after a change replaces them.
-    store.save_page(record(OTHER, "<html>csv2</html>"), [], 1)
-    store.rebuild_fts()
-    assert conn.execute("SELECT count(*) FROM selection_docs").fetchone()[0] == len(JSON_CHUNKS)
-    assert conn.execute("SELECT count(DISTINCT doc) FROM bm25_postings").fetchone()[0] == len(JSON_CHUNKS)
 
 
 def test_index_without_the_derived_tables_is_stale(store: Store) -> None:
-    # A database indexed by a version that did not derive them: `webqa crawl` / `run` rebuild it.
+    # Tables dropped (or never made): `webqa crawl` / `run` / `ask` build them in full.
     store.save_page(record(), JSON_CHUNKS, 1)
-    store.rebuild_fts()
     assert not store.fts_is_stale()
     store.conn.execute("DROP TABLE bm25_postings")
     assert store.fts_is_stale()
+    store.conn.execute(schema.INDEX_TABLES)
     store.rebuild_fts()
     assert not store.fts_is_stale()
+
+
+def test_chunks_written_behind_the_stores_back_make_the_index_stale(store: Store) -> None:
+    store.save_page(record(), JSON_CHUNKS, 1)
+    store.conn.execute("DELETE FROM chunks WHERE ordinal = 2")
+    assert store.fts_is_stale()
+    store.rebuild_fts()
+    assert not store.fts_is_stale()
+    assert bm25(store, "encoder") == []
+
+
+def test_a_database_indexed_by_an_older_version_is_migrated_and_rebuilt(tmp_path: Path) -> None:
+    db = tmp_path / "old.duckdb"
+    with Store.open(db) as opened:
+        opened.save_page(record(), JSON_CHUNKS, 1)
+        # What schema version 3 left: tables derived from the fts extension's index, and its markers.
+        conn = opened.conn
+        conn.execute("DROP TABLE selection_docs")
+        conn.execute("DROP TABLE bm25_postings")
+        conn.execute("CREATE TABLE selection_docs AS SELECT 1 AS doc, 0::BIGINT AS docid, 'x' AS chunk_id, "
+                     "'u' AS url, 'k' AS embed_key")
+        conn.execute("CREATE TABLE bm25_postings AS SELECT 0::BIGINT AS termid, 1 AS doc, 1 AS tf_heading, "
+                     "1 AS tf_text, 1::BIGINT AS len")
+        conn.execute("CREATE TABLE unit_vectors_8 AS SELECT 'm' AS model, 1 AS doc, 0 AS part, "
+                     "[0, 0, 0, 0, 0, 0, 0, 1]::FLOAT[8] AS vector")
+        conn.execute("DELETE FROM meta WHERE key = ?", [schema.INDEX_META_KEY])
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('fts_built_at', '2024-01-01'), ('schema_version', '3')")
+    with Store.open(db) as reopened:
+        assert reopened.fts_is_stale()
+        tables = {t for (t,) in reopened.conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        assert "unit_vectors_8" not in tables and {"selection_docs", "bm25_postings"} <= tables
+        reopened.rebuild_fts()
+        assert not reopened.fts_is_stale()
+        assert set(bm25(reopened, "json")) == {c.chunk_id for c in JSON_CHUNKS}
 
 
 def test_float_columns_are_stored_uncompressed(tmp_path: Path) -> None:
@@ -317,29 +372,6 @@ def test_connections_draw_no_progress_bar(tmp_path: Path) -> None:
     # A long rebuild would otherwise draw DuckDB's bar on stdout, into cron mail and `--json` output.
     with Store.open(tmp_path / "p.duckdb") as opened:
         assert opened.conn.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
-
-
-def test_fts_goes_stale_when_chunks_change_after_a_build(store: Store) -> None:
-    store.save_page(record(), JSON_CHUNKS, 1)
-    store.rebuild_fts()
-    # An unchanged page writes no chunk: the index stays current.
-    store.save_page(record(at=T0 + timedelta(days=1)), JSON_CHUNKS, 2)
-    assert not store.fts_is_stale()
-    # A changed page is written after the build, even though its fetch time is older than the build
-    # (pages can wait in the extraction pool): the index is stale.
-    store.save_page(record(body="<html>v2</html>", at=T0), JSON_CHUNKS[:1], 3)
-    assert store.fts_is_stale()
-    store.rebuild_fts()
-    assert not store.fts_is_stale()
-    assert bm25(store, "encoder") == []  # the index follows the rewrite
-
-
-def test_fts_stale_for_chunks_from_before_the_marker_existed(store: Store) -> None:
-    store.save_page(record(), JSON_CHUNKS, 1)
-    store.conn.execute("DELETE FROM meta WHERE key = 'chunks_changed_at'")
-    assert store.fts_is_stale()
-    store.rebuild_fts()
-    assert not store.fts_is_stale()
 
 
 # -- opening errors --------------------------------------------------------------------------------
@@ -480,3 +512,51 @@ def test_gone_pages_compare_with_the_previous_finished_crawl(store: Store) -> No
 
     # The interrupted crawl never reached OTHER, but that says nothing: compared with the done one.
     assert store.gone_job_pages("docs", third) == [OTHER]
+
+
+# -- batched writes --------------------------------------------------------------------------------
+
+
+def _everything(store: Store) -> dict[str, list[tuple[object, ...]]]:
+    tables = {
+        "pages": "SELECT * FROM pages", "page_html": "SELECT * FROM page_html", "page_links": "SELECT * FROM page_links",
+        "chunks": "SELECT * FROM chunks",
+        "docs": "SELECT chunk_id, url, ordinal, embed_key, len FROM selection_docs",
+    }
+    got = {name: store.conn.execute(f"{sql} ORDER BY ALL").fetchall() for name, sql in tables.items()}
+    got["postings"] = _postings(store)
+    return got
+
+
+def test_a_batch_of_pages_is_stored_as_page_by_page(tmp_path: Path) -> None:
+    later = T0 + timedelta(days=1)
+    third = "https://docs.example.org/third.html"
+    rounds = [
+        [(record(links=("https://docs.example.org/a", "https://docs.example.org/b")), JSON_CHUNKS),
+         (record(OTHER, "<html>csv</html>", etag=None, last_modified=None, title=None, lang=None), CSV_CHUNKS),
+         (record(third, "<html>empty</html>", extractor="empty", text=""), [])],
+        # unchanged (new validators, links), changed (fewer chunks), new again after nothing
+        [(record(at=later, etag='"v1-gzip"', links=("https://docs.example.org/b",)), JSON_CHUNKS[:1]),
+         (record(OTHER, "<html>csv v2</html>", at=later), [*CSV_CHUNKS, chunk(OTHER, 1, ("csv", "More"), "Dialects.")]),
+         (record(third, "<html>third v2</html>", at=later), [chunk(third, 0, ("third",), "Tomatoes grow.")])],
+    ]
+    with Store.open(tmp_path / "one.duckdb") as one, Store.open(tmp_path / "batch.duckdb") as batch:
+        for run, pages in enumerate(rounds, start=1):
+            states = [one.save_page(page, chunks, run) for page, chunks in pages]
+            assert batch.save_pages(pages, run) == states
+            assert _everything(batch) == _everything(one)
+        assert states == ["unchanged", "changed", "changed"]
+        assert not batch.fts_is_stale() and batch.save_pages([], 3) == []
+        with pytest.raises(StoreError, match="twice"):
+            batch.save_pages([rounds[0][0], rounds[0][0]], 3)
+
+
+def test_a_failed_batch_leaves_every_page_as_it_was(store: Store) -> None:
+    store.save_page(record(), JSON_CHUNKS, 1)
+    before = _everything(store)
+    broken = [JSON_CHUNKS[0], dataclasses.replace(JSON_CHUNKS[1], text=None)]  # violates NOT NULL
+    with pytest.raises(duckdb.Error):
+        store.save_pages([(record(OTHER, "<html>csv</html>"), CSV_CHUNKS),
+                          (record(body="<html>v2</html>"), broken)], 2)
+    assert _everything(store) == before
+    assert store.save_pages([(record(OTHER, "<html>csv</html>"), CSV_CHUNKS)], 3) == ["new"]
