@@ -433,7 +433,7 @@ def test_typed_vectors_follow_embedding_inserts_and_index_rebuilds(store: RunSto
     # A new page: selectable once written; its vectors come with its first embedding.
     url = "http://d.test/tomatoes"
     chunks = make_chunks(url, [(("Tomatoes",), "Tomatoes need sunny corners, like widgets.")])
-    store.savepage_record(page_record(url, chunks), chunks, crawl_run_id=None)
+    store.save_page(page_record(url, chunks), chunks, crawl_run_id=None)
     fresh = selector(store, embedder=embedder, embedding_model="m")
     assert url in {c.url for c in fresh.select("tomatoes", "embedding").candidates}
     # 9 chunks with model m, the 8 earlier ones with m2 (nothing has asked m2 about the new page yet).
@@ -546,7 +546,7 @@ def test_pages_are_selectable_as_soon_as_they_are_written(tmp_path: Path) -> Non
 def test_selection_without_an_index_says_how_to_build_it(tmp_path: Path) -> None:
     with RunStore.open(tmp_path / "empty.duckdb") as empty:
         chunks = make_chunks(A, PAGES[A])
-        empty.savepage_record(page_record(A, chunks), chunks, crawl_run_id=None)
+        empty.save_page(page_record(A, chunks), chunks, crawl_run_id=None)
         empty.conn.execute("DROP TABLE selection_docs")  # e.g. a database an older version indexed
         empty.conn.execute("DROP TABLE bm25_postings")
         assert empty.fts_is_stale()
