@@ -243,7 +243,7 @@ def test_extractive_fallback_does_not_answer_what_the_pages_do_not_say(tmp_path:
                  {"id": "uninstall", "question": "How do I uninstall the Widget Toolkit dashboard?"}]
     done = run_job(tmp_path, write_job(tmp_path, job_yaml(questions)), db, host=host)
 
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # degraded: answered extractively because Ollama was down
     results = {r["question_id"]: r for r in read_jsonl(run_dir(tmp_path) / "answers.jsonl")}
     assert {r["answerer"] for r in results.values()} == {"extractive"}
     assert "8731" in results["port"]["answer"] and results["port"]["grounded"] is True
