@@ -14,16 +14,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, load_url_file
 from pipelines import defaults
-from pipelines.errors import ConfigError, Interrupted, NothingToDoError, StorageFailed
+from pipelines.errors import ConfigError, Interrupted, NothingToDoError, StorageFailed, WebqaError
 from pipelines.store import Store, utcnow
+
+if TYPE_CHECKING:
+    from crawler.shutdown import GracefulShutdown
 
 log = logging.getLogger(__name__)
 
 MB = 1024 * 1024
+# How many failed URLs a console names before "and N more" (fetch_log has them all).
+SHOWN_FAILURES = 5
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,33 @@ class CrawlSummary:
     interrupted: str | None = None  # the signal that stopped the crawl, e.g. "SIGTERM"
     # crawl.max_duration when the crawl was stopped by it, else None.
     stopped_after: float | None = None
+    # The URLs that produced no page (fetch_log rows of this crawl: url, outcome, status, reason, and when a
+    # stored copy was fetched), failed ones first.
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        """URLs that could not be fetched, the SSRF guard's refusals included (a policy, but never what a job
+        listing them wants)."""
+        return [o for o in self.outcomes if o["outcome"] == "failed" or str(o["reason"]).startswith("blocked")]
+
+    def failure_lines(self, limit: int = SHOWN_FAILURES) -> list[str]:
+        """The first few failed URLs with their reasons, and where to find the rest."""
+        failures = self.failures
+        lines = [f"  {f['url']}: {f['outcome']}: {f['reason']}" for f in failures[:limit]]
+        if len(failures) > limit:
+            lines.append(f"  … and {len(failures) - limit} more "
+                         f"(SELECT url, reason FROM fetch_log WHERE crawl_run_id = {self.crawl_run_id})")
+        return lines
+
+    def blocked_hint(self) -> str | None:
+        """When the SSRF guard refused every failed URL: the switch that allows it."""
+        failures = self.failures
+        if failures and all(str(f["reason"]).startswith("blocked") for f in failures):
+            return ("every failed URL is on a private or loopback address, which webqa refuses by default; to "
+                    "crawl an intranet, set crawl.allow_private_networks: true in the job (or pass "
+                    "--allow-private-networks)")
+        return None
 
     def count(self, key: str) -> int:
         return int(self.counts.get(key, 0) or 0)
@@ -122,6 +154,15 @@ def fresh_cutoff(options: CrawlOptions) -> datetime | None:
     if options.recrawl_after is not None and not options.refresh:
         cutoffs.append(utcnow() - options.recrawl_after)
     return min(cutoffs) if cutoffs else None
+
+
+def _outcomes(db_path: Path, crawl_run_id: int) -> list[dict[str, Any]]:
+    try:
+        with Store.open(db_path) as store:
+            return store.crawl_failures(crawl_run_id)
+    except WebqaError as exc:  # the summary line still stands; the reasons are in fetch_log
+        log.warning("Cannot read the crawl's failures: %s", exc)
+        return []
 
 
 def _abandon_pipelines(crawler: Any) -> None:
@@ -215,13 +256,9 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
 
 def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
     """Crawl the listed URLs into ``db_path``; raises ``NothingToDoError`` when no URL could be processed,
-    ``StorageFailed`` when the database stopped accepting writes (the crawl stopped there)."""
-    from scrapy.crawler import CrawlerProcess
-    from scrapy.settings import Settings
-
+    ``StorageFailed`` when the database stopped accepting writes (the crawl stopped there), ``Interrupted``
+    after SIGINT/SIGTERM."""
     from crawler.shutdown import GracefulShutdown
-    from crawler.spiders.urls import UrlsSpider
-    from pipelines.store_pipeline import STORAGE_ERROR_STAT
 
     if options.redis:
         try:
@@ -232,6 +269,18 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
     started = time.monotonic()
     db_path = Path(db_path)
     allows_private_networks(options)  # a bad WEBQA_ALLOW_PRIVATE_NETWORKS is one line, before anything runs
+    shutdown = GracefulShutdown()
+    with shutdown:
+        return _run_crawl(options, db_path, shutdown, started)
+
+
+def _run_crawl(options: CrawlOptions, db_path: Path, shutdown: GracefulShutdown, started: float) -> CrawlSummary:
+    from scrapy.crawler import CrawlerProcess
+    from scrapy.settings import Settings
+
+    from crawler.spiders.urls import UrlsSpider
+    from pipelines.store_pipeline import STORAGE_ERROR_STAT
+
     listed, problems = gather_urls(options)
 
     following = options.depth > 0 and options.follow != "none"
@@ -266,14 +315,18 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
         allow=list(options.allow), deny=list(options.deny), follow=options.follow,
         stored_links=links, fresh=fresh_urls,
     )
-    with GracefulShutdown(process, crawler) as shutdown:
-        process.start(install_signal_handlers=False)
+    shutdown.attach(process, crawler)
+    if shutdown.signal_name is not None:  # it came while the crawl was being set up: do not start it
+        raise Interrupted(f"{shutdown.signal_name}: the crawl was stopped before it started; nothing was fetched")
+    process.start(install_signal_handlers=False)
 
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
     counts = {k.removeprefix("webqa/count/"): int(v) for k, v in stats.items() if k.startswith("webqa/count/")}
     stopped_after = options.max_duration if stats.get("finish_reason") == "closespider_timeout" else None
     summary = CrawlSummary(stats.get("webqa/crawl_run_id"), counts, problems, counts.get("fresh", 0),
                            time.monotonic() - started, interrupted=shutdown.signal_name, stopped_after=stopped_after)
+    if summary.crawl_run_id is not None and not stats.get(STORAGE_ERROR_STAT) and not shutdown.immediate:
+        summary.outcomes = _outcomes(db_path, summary.crawl_run_id)
     if stats.get(STORAGE_ERROR_STAT):
         raise StorageFailed(str(stats[STORAGE_ERROR_STAT]), summary)
     if shutdown.signal_name is not None:

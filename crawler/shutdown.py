@@ -29,14 +29,26 @@ INTERRUPTED_REASON = "not fetched: the crawl was interrupted"
 
 
 class GracefulShutdown:
-    """Installed around ``CrawlerProcess.start(install_signal_handlers=False)`` in the main thread."""
+    """Installed in the main thread from the start of a crawl; ``attach`` names the process once it exists.
 
-    def __init__(self, process: CrawlerProcess, crawler: Crawler) -> None:
-        self.process = process
-        self.crawler = crawler
+    A signal before the reactor runs is noted (``signal_name``): the caller then does not start the crawl.
+    One that comes while Scrapy is still starting its engine waits for the engine, then stops it.
+    """
+
+    # How long a stop waits for an engine that is still starting (polls of 50 ms) before stopping the reactor.
+    engine_wait_polls = 200
+
+    def __init__(self) -> None:
+        self.process: CrawlerProcess | None = None
+        self.crawler: Crawler | None = None
         self.signal_name: str | None = None  # the first signal received, e.g. "SIGTERM"
         self.immediate = False  # a second signal came
         self._previous: dict[int, Any] = {}
+        self._polls = 0
+
+    def attach(self, process: CrawlerProcess, crawler: Crawler) -> None:
+        self.process = process
+        self.crawler = crawler
 
     def __enter__(self) -> GracefulShutdown:
         if threading.current_thread() is threading.main_thread():
@@ -54,16 +66,27 @@ class GracefulShutdown:
         # Only flags and callFromThread here: a signal handler must not log or touch Scrapy's state.
         if self.signal_name is None:
             self.signal_name = signal.Signals(signum).name
-            reactor.callFromThread(self._stop)  # type: ignore[attr-defined]
+            if self.crawler is not None:
+                reactor.callFromThread(self._stop)  # type: ignore[attr-defined]
         else:
             self.immediate = True
-            reactor.callFromThread(self._kill)  # type: ignore[attr-defined]
+            if self.crawler is not None:
+                reactor.callFromThread(self._kill)  # type: ignore[attr-defined]
 
     def _stop(self) -> None:
         log.info("Received %s: finishing the requests in flight, then stopping (send it again to stop now)",
                  self.signal_name)
+        from twisted.internet import reactor
+
+        assert self.crawler is not None
         engine = self.crawler.engine
         if engine is None or not engine.running:
+            # Still starting (the engine runs once the reactor has set it up): try again shortly.
+            self._polls += 1
+            if self._polls < self.engine_wait_polls and (engine is None or self.crawler.crawling):
+                reactor.callLater(0.05, self._stop)  # type: ignore[attr-defined]
+            elif self.crawler.crawling:
+                self._kill()
             return
         # Stopping first sets engine.running to False, so nothing new leaves the scheduler while the
         # slots are emptied.

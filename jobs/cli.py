@@ -316,7 +316,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                          verbose=args.verbose, progress=_interactive(args), resume=args.resume,
                          fail_on_change=args.fail_on_change, allow_private_networks=args.allow_private_networks)
     console = _console(args)
-    result = run_job(job, options, Notify(_notifier(args), console.important))
+    try:
+        result = run_job(job, options, Notify(_notifier(args), console.important))
+    except WebqaError as exc:
+        run_id = getattr(exc, "run_id", None)
+        if run_id is not None:  # stdout's summary line names the run, whatever stopped it
+            status = "interrupted" if isinstance(exc, Interrupted) else "failed"
+            console.result(f"Run {run_id} {status} (exit {int(exc.exit_code)}); see `webqa runs`")
+        raise
     console.result(result.line())
     for path in result.outputs:
         console.result(f"  {path}")
@@ -330,6 +337,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from pipelines.store import RunStore
 
     with RunStore.open(args.db, read_only=True) as store:
+        store.require_runs()
         runs = list_runs(store, args.job, args.limit or None)
     if args.json:
         print(json.dumps(runs_json(runs), ensure_ascii=False, indent=2, default=str))
@@ -360,6 +368,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.run_a is not None and args.job:
         raise ConfigError("give run ids or --job, not both")
     with RunStore.open(args.db, read_only=True) as store:
+        store.require_runs()
         if args.run_a is None:
             run_a, run_b = default_pair(store, args.job)
         elif args.run_b is None:
@@ -511,6 +520,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from pipelines.store import RunStore
 
     with RunStore.open(args.db, read_only=True) as store:
+        store.require_runs()
         print(explain_answer(store, args.answer_id, show_prompt=not args.no_prompt))
     return ExitCode.OK
 
@@ -539,13 +549,29 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         for problem in getattr(exc.summary, "problems", []):
             _note(args, f"Skipped {problem}")
         if exc.summary is not None:
-            _console(args).important(exc.summary.line())  # type: ignore[attr-defined]
+            _console(args).important(exc.summary.line())
+            _crawl_failures(args, exc.summary)
         raise
     for problem in summary.problems:
         _note(args, f"Skipped {problem}")
     _console(args).result(summary.line())
+    _crawl_failures(args, summary)
     # A crawl stopped by --max-duration left URLs unfetched: partial, like failed ones.
-    return ExitCode.OK if summary.count("failed") == 0 and not summary.stopped_after else ExitCode.PARTIAL
+    return ExitCode.OK if not summary.failures and not summary.stopped_after else ExitCode.PARTIAL
+
+
+def _crawl_failures(args: argparse.Namespace, summary: Any) -> None:
+    """The URLs that could not be fetched and why: for cron, so also under --quiet."""
+    failures = getattr(summary, "failures", [])
+    if not failures:
+        return
+    console = _console(args)
+    console.important(f"Not fetched ({len(failures)}):")
+    for line in summary.failure_lines():
+        console.important(line)
+    hint = summary.blocked_hint()
+    if hint:
+        console.important(f"Notice: {hint}")
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

@@ -581,6 +581,11 @@ class JobConfig(_Model):
         if resolved != base and base not in resolved.parents:
             fail(f"expected a folder inside the job file's folder, got {got(written)}, which leaves it{elsewhere}",
                   at=("dir",))
+        # The same after following symbolic links: a link in the job's folder must not lead the reports out.
+        real, real_base = Path(os.path.realpath(resolved)), Path(os.path.realpath(base))
+        if real != real_base and real_base not in real.parents:
+            fail(f"expected a folder inside the job file's folder, got {got(written)}, which leaves it through a "
+                 f"symbolic link{elsewhere}", at=("dir",))
         return value.model_copy(update={"dir": resolved})
 
     @model_validator(mode="after")

@@ -38,6 +38,7 @@ from jobs.llm import OllamaSettings, connect
 from jobs.lock import RunLock
 from jobs.report import answer_row_json, outcome_json, write_csv, write_jsonl_line, write_markdown_report
 from jobs.select import Selector
+from crawler.run import SHOWN_FAILURES
 from pipelines.store import IN_PROGRESS, RunStore
 
 log = logging.getLogger(__name__)
@@ -55,8 +56,6 @@ class Notify:
         self.info(message)
 
 
-# How many failed URLs the console names before "and N more" (fetch_log has them all).
-SHOWN_FAILURES = 5
 
 
 @dataclass
@@ -79,31 +78,15 @@ class RunOptions:
 class CrawlReport:
     """What the run's crawl did, as the verdict and the reports need it."""
 
-    line: str | None = None  # the crawl's summary line; None when the run did not crawl
+    summary: Any = None  # crawler.run.CrawlSummary; None when the run did not crawl (or could not start)
+    line: str | None = None  # the crawl's summary line
     crawl_run_id: int | None = None
     failures: list[dict[str, Any]] = field(default_factory=list)  # URLs that failed, or were blocked
-    skipped: list[dict[str, Any]] = field(default_factory=list)  # skipped by policy (robots.txt, not HTML, …)
     stale: dict[str, datetime] = field(default_factory=dict)  # URL → when its stored copy was fetched
-    removed: set[str] = field(default_factory=set)  # stored pages whose server now answers 404 or 410
+    removed: dict[str, int] = field(default_factory=dict)  # stored pages whose server now answers 404/410
     nothing_fetched: bool = False  # the crawl had work and none of it reached a server successfully
     gone: int = 0
     stopped_after: float | None = None  # crawl.max_duration, when it cut the crawl short
-
-    def problem_lines(self) -> list[str]:
-        """The first few failed URLs with their reasons, for the console even under --quiet."""
-        lines = [f"  {f['url']}: {f['outcome']}: {f['reason']}" for f in self.failures[:SHOWN_FAILURES]]
-        if len(self.failures) > SHOWN_FAILURES:
-            lines.append(f"  … and {len(self.failures) - SHOWN_FAILURES} more "
-                         f"(SELECT url, reason FROM fetch_log WHERE crawl_run_id = {self.crawl_run_id})")
-        return lines
-
-    def blocked_hint(self) -> str | None:
-        """When the SSRF guard refused every failed URL, the switch that allows it."""
-        if self.failures and all(str(f["reason"]).startswith("blocked") for f in self.failures):
-            return ("every failed URL is on a private or loopback address, which webqa refuses by default; "
-                    "if the job is meant to crawl an intranet, set crawl.allow_private_networks: true in the job "
-                    "(or pass --allow-private-networks)")
-        return None
 
 
 @dataclass
@@ -228,7 +211,51 @@ def _stop_after_current(flag: threading.Event) -> Iterator[None]:
             signal.signal(sig, old)
 
 
+class RunSignals:
+    """SIGINT/SIGTERM for the whole run, between the two phases that stop gracefully on their own.
+
+    The crawl (crawler/shutdown.py) and the question loop (``_stop_after_current``) install handlers of
+    their own while they run. Around them: before the lock is held the first signal stops at once
+    (nothing has started); after that it is noted and the run stops at its next checkpoint, recorded as
+    interrupted (a setup step such as checking Ollama is bounded by its own timeout). A second signal
+    stops at once, wherever the run is.
+    """
+
+    def __init__(self) -> None:
+        self.received: str | None = None  # the first signal, e.g. "SIGTERM"
+        self.count = 0
+        self.started = False  # the run row exists: note the first signal instead of stopping at once
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> RunSignals:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGTERM, signal.SIGINT)}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._previous.items():
+            signal.signal(sig, old)
+        self._previous = {}
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        self.count += 1
+        if self.received is None:
+            self.received = signal.Signals(signum).name
+        if not self.started or self.count > 1:
+            raise KeyboardInterrupt
+
+    def checkpoint(self, where: str) -> None:
+        if self.received is not None:
+            raise Interrupted(f"{self.received}: the run stopped {where}; `webqa run --resume` continues it")
+
+
 def run_job(job: JobConfig, options: RunOptions, notify: Notify | Callable[[str], None] = Notify()) -> RunResult:
+    with RunSignals() as signals:
+        return _run_job(job, options, notify, signals)
+
+
+def _run_job(job: JobConfig, options: RunOptions, notify: Notify | Callable[[str], None],
+             signals: RunSignals) -> RunResult:
     if not isinstance(notify, Notify):
         notify = Notify(notify)
     if not options.crawl and not options.resume and not Path(options.db).exists():
@@ -244,9 +271,11 @@ def run_job(job: JobConfig, options: RunOptions, notify: Notify | Callable[[str]
         if resume is None and not options.crawl and not Path(options.db).exists():
             raise StoreError(f"{options.db}: no such database; run `webqa crawl` (or `webqa run` without --no-crawl) "
                              "first, or pass --db")
-        run = _Run(job, options, notify)
+        run = _Run(job, options, notify, signals)
         run.begin(resume)
+        signals.started = True
         try:
+            signals.checkpoint("before its crawl")
             crawl = run.crawl_phase()
             return run.answer_phase(crawl)
         except BaseException as exc:
@@ -310,10 +339,11 @@ def storage_error(exc: BaseException, what: str) -> StorageError:
 class _Run:
     """The run being made: its row, its phases and how it stopped."""
 
-    def __init__(self, job: JobConfig, options: RunOptions, notify: Notify) -> None:
+    def __init__(self, job: JobConfig, options: RunOptions, notify: Notify, signals: RunSignals | None = None) -> None:
         self.job = job
         self.options = options
         self.notify = notify
+        self.signals = signals or RunSignals()
         self.run_id: int | None = None
         self.resume: dict[str, Any] | None = None
         self.phase = "crawl"
@@ -366,57 +396,72 @@ class _Run:
             self.crawl.nothing_fetched = True
             if summary is None:
                 self.crawl.failures = [{"url": "(the job's URL list)", "outcome": "failed", "reason": str(exc)}]
+        self.crawl.summary = summary
         self.crawl.crawl_run_id = getattr(summary, "crawl_run_id", None)
         self.crawl.line = summary.line() if summary is not None else None
         self.crawl.gone = int(getattr(summary, "gone", 0) or 0)
         self.crawl.stopped_after = getattr(summary, "stopped_after", None)
         for problem in getattr(summary, "problems", []):
             self.notify(f"Skipped {problem}")
-        self._read_crawl_outcomes()
+        self._sort_outcomes()
         self._report_crawl()
+        if self.crawl.nothing_fetched and self.crawl.removed and not self.crawl.failures:
+            raise NothingToDoError(
+                f"every page of job {self.job.name} answered 404 or 410: they are gone from the site; "
+                "update the job's URLs")
         if self.crawl.nothing_fetched and self.job.on_crawl_failure != "answer_stale":
             raise NothingToDoError(
                 f"no page of job {self.job.name} could be fetched, so nothing was answered from older copies "
                 "(set on_crawl_failure: answer_stale in the job to answer from them)")
         return self.crawl
 
-    def _read_crawl_outcomes(self) -> None:
-        if self.crawl.crawl_run_id is None:
+    def _sort_outcomes(self) -> None:
+        """Split the crawl's URLs without a page: gone (404/410 of a stored page), failed, stale copies."""
+        summary = self.crawl.summary
+        if summary is None:
             return
-        with RunStore.open(self.options.db) as store:
-            rows = store.crawl_failures(self.crawl.crawl_run_id)
-        for row in rows:
+        kept = []
+        for row in summary.outcomes:
             if row["status"] in (404, 410) and row["stored_fetched_at"] is not None:
                 # The page was removed: a page change (`gone` in the report and `webqa diff`), not an outage.
-                self.crawl.removed.add(row["url"])
+                self.crawl.removed[row["url"]] = row["status"]
                 continue
-            failed = row["outcome"] == "failed" or str(row["reason"]).startswith("blocked")
-            (self.crawl.failures if failed else self.crawl.skipped).append(row)
+            kept.append(row)
             if row["stored_fetched_at"] is not None:
                 self.crawl.stale[row["url"]] = row["stored_fetched_at"]
+        summary.outcomes = kept
+        self.crawl.failures = self.crawl.failures or summary.failures
 
     def _report_crawl(self) -> None:
-        crawl = self.crawl
-        troubled = bool(crawl.failures or crawl.nothing_fetched)
+        crawl, summary = self.crawl, self.crawl.summary
+        troubled = bool(crawl.failures or crawl.nothing_fetched or crawl.removed)
         if crawl.line:
             (self.notify.important if troubled else self.notify.info)(crawl.line)
         if crawl.failures:
             self.notify.important(f"Not fetched ({len(crawl.failures)}):")
-            for line in crawl.problem_lines():
+            lines = summary.failure_lines() if summary is not None else [
+                f"  {f['url']}: {f['outcome']}: {f['reason']}" for f in crawl.failures]
+            for line in lines:
                 self.notify.important(line)
-        hint = crawl.blocked_hint()
+        hint = summary.blocked_hint() if summary is not None else None
         if hint:
             self.notify.important(f"Notice: {hint}")
+        if crawl.removed:
+            named = ", ".join(f"{url} (HTTP {status})" for url, status in list(crawl.removed.items())[:SHOWN_FAILURES])
+            more = f" and {len(crawl.removed) - SHOWN_FAILURES} more" if len(crawl.removed) > SHOWN_FAILURES else ""
+            self.notify.important(f"Notice: {len(crawl.removed)} pages of the job are gone from the site, no longer "
+                                  f"answered from: {named}{more}")
         if crawl.stale and not crawl.nothing_fetched:
             self.notify.important(f"Notice: {len(crawl.stale)} pages could not be refreshed; their stored copies "
                                   "are used and marked stale in the report")
-        if crawl.nothing_fetched and self.job.on_crawl_failure == "answer_stale":
+        if crawl.nothing_fetched and crawl.failures and self.job.on_crawl_failure == "answer_stale":
             self.notify.important("Notice: no page could be fetched; answering from the stored copies "
                                   "(on_crawl_failure: answer_stale)")
 
     # -- answering -------------------------------------------------------------------------------
 
     def answer_phase(self, crawl: CrawlReport) -> RunResult:
+        self.signals.checkpoint("after its crawl, before answering")
         self.phase = "answer"
         return _answer_all(self, crawl)
 
@@ -424,6 +469,11 @@ class _Run:
 
     def stopped(self, exc: BaseException) -> BaseException:
         """Record why the run stopped (whatever stopped it, the row must not stay in progress); the error to raise."""
+        if self.signals.received is not None and not isinstance(exc, (Interrupted, KeyboardInterrupt)):
+            # A signal that reached a library call mid-way (DuckDB: "Query interrupted") is still the signal.
+            log.debug("Stopped by %s in %r", self.signals.received, exc)
+            exc = KeyboardInterrupt() if self.signals.count > 1 else Interrupted(
+                f"{self.signals.received}: the run stopped during its {self.phase}")
         immediate = isinstance(exc, KeyboardInterrupt) or (isinstance(exc, Interrupted) and exc.immediate)
         if isinstance(exc, (Interrupted, KeyboardInterrupt)):
             error: BaseException = exc if isinstance(exc, Interrupted) else Interrupted(
@@ -441,6 +491,8 @@ class _Run:
         else:
             error, status, code, resumable, reason = exc, "failed", ExitCode.FAILED, False, f"crashed: {exc!r}"
         self._record_stop(status, int(code), reason, resumable)
+        if isinstance(error, WebqaError):
+            error.run_id = self.run_id  # type: ignore[attr-defined]  # for the CLI's summary line on stdout
         return error
 
     def _record_stop(self, status: str, code: int, reason: str, resumable: bool) -> None:
@@ -467,7 +519,7 @@ def _job_scope(store: RunStore, job: JobConfig, crawl: CrawlReport) -> list[str]
         return None
     listed = _job_page_urls(job) or []
     reached = store.job_page_urls(job.name)
-    return sorted((set(listed) | set(reached)) - crawl.removed)
+    return sorted((set(listed) | set(reached)) - set(crawl.removed))
 
 
 class _Changes:
@@ -553,6 +605,7 @@ def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
     for notice in degraded:
         notify.important(f"Notice: {notice}")
     notices += degraded
+    run.signals.checkpoint("before answering")
 
     assert run.run_id is not None
     run_id = run.run_id
@@ -604,6 +657,11 @@ def _job_page_urls(job: JobConfig) -> list[str] | None:
     return list(dict.fromkeys([*(u.url for u in listed), *scoped]))
 
 
+def access_degraded_selection(degraded: list[str]) -> bool:
+    """Whether the run already said, at its start, that it selects with bm25 instead of embeddings."""
+    return any("selected with bm25 instead of" in d for d in degraded)
+
+
 def _mark_stale(obj: dict[str, Any], stale: dict[str, datetime]) -> None:
     """Sources and citations from pages that could not be refreshed in this run say so, with their age."""
     if not stale:
@@ -641,6 +699,7 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
         _count_result(counts, obj)
     stop = threading.Event()
     interrupted = False
+    fell_back: list[str] = []  # questions whose selection fell back to bm25 (the embedding model failed)
     fatal: WebqaError | None = None
     parallel = max(1, job.ollama.parallel)
     pool = ThreadPoolExecutor(max_workers=parallel)
@@ -696,6 +755,9 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
                     done_ids.add(spec.id)
                     write_jsonl_line(jsonl, obj)
                     _count(counts, outcome, options.dry_run)
+                    if (obj.get("method_used") not in (None, job.selection.method)
+                            and not access_degraded_selection(degraded)):
+                        fell_back.append(spec.id)
                     notify(_progress_line(len(done_ids), len(specs), obj, options.dry_run))
             interrupted = stop.is_set() and bool(queue)
     except OSError as exc:
@@ -706,6 +768,13 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
         # A second signal leaves a question waiting on the model: do not wait for it here.
         pool.shutdown(wait=False, cancel_futures=True)
     order = [s.id for s in specs]
+    if fell_back:
+        notice = (f"embedding selection failed for {len(fell_back)} of {len(specs)} questions "
+                  f"({', '.join(fell_back[:SHOWN_FAILURES])}{' …' if len(fell_back) > SHOWN_FAILURES else ''}); "
+                  f"they were selected with bm25 instead of {job.selection.method} (see their notice)")
+        notify.important(f"Notice: {notice}")
+        notices.append(notice)
+        degraded.append(notice)
     diff = None
     if not options.dry_run and fatal is None and not interrupted:
         diff = compare_runs(store, previous_run_id, run_id, order=[s.id for s in specs])
@@ -728,8 +797,9 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
     if fatal is not None:
         raise fatal
     if interrupted:
-        notify.important(f"Interrupted: run {run_id} stopped after the questions in hand; "
-                         f"{len(done_ids)}/{len(specs)} answered; `webqa run --resume` answers the rest")
+        notify.important(f"Interrupted: run {run_id} stopped after the questions in hand "
+                         f"({len(done_ids)}/{len(specs)} done: {counts['answered']} answered, {counts['failed']} "
+                         "failed); `webqa run --resume` asks the rest")
     return RunResult(run_id, result.status, result.exit_code, counts, outputs, notices, crawl.line,
                      dry_run=options.dry_run, diff=diff, resumed=resumed, reason=result.reason)
 

@@ -12,6 +12,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -64,6 +65,18 @@ def _exit_with_parent(lifeline: Connection) -> None:
     os._exit(1)
 
 
+# multiprocessing starts its helper processes with the interpreter's -W options (sys.warnoptions).
+_TRACKER_WARNINGS = "ignore::UserWarning:multiprocessing.resource_tracker"
+
+
+def quiet_resource_tracker() -> None:
+    """After a SIGKILL of the crawl, the resource tracker frees the pool's semaphores and warns that they
+    "leaked" on the crawl's stderr: a line in every cron mail about something already cleaned up. Its
+    warnings are silenced; it is started with this process's -W options, so this must come first."""
+    if _TRACKER_WARNINGS not in sys.warnoptions:
+        sys.warnoptions.append(_TRACKER_WARNINGS)
+
+
 class ExtractionPipeline:
     # How long past its own deadline a worker may take before it counts as hung (C code that does
     # not return to Python, where SIGALRM cannot reach it).
@@ -102,6 +115,7 @@ class ExtractionPipeline:
     def _new_pool(self) -> ProcessPoolExecutor:
         # forkserver: forking the crawling process itself would copy the reactor and its threads.
         context = multiprocessing.get_context("forkserver")
+        quiet_resource_tracker()
         if self._lifeline_reader is None:
             self._lifeline_reader, self._lifeline = context.Pipe(duplex=False)
         return ProcessPoolExecutor(

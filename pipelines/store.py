@@ -798,6 +798,12 @@ class RunStore(Store):
         ).fetchone()
         return bool(row and row[0])
 
+    def require_runs(self) -> None:
+        """For the commands that read runs: one line, not a traceback, for a file no run ever wrote to."""
+        if not self.has_table("runs"):
+            raise StoreError(f"{self.path}: no runs are recorded in this database (no `runs` table: not a webqa "
+                             "database, or its first command was stopped while creating it); run `webqa run` first")
+
     def has_column(self, table: str, column: str) -> bool:
         """For read-only commands on a database written by an older webqa (not migrated yet)."""
         row = self.conn.execute(

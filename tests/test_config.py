@@ -191,6 +191,19 @@ def test_output_dir_must_stay_inside_the_job_folder(tmp_path: Path, written: str
     )
 
 
+def test_output_dir_may_not_leave_the_job_folder_through_a_symbolic_link(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "link").symlink_to(outside)
+    with pytest.raises(ConfigError, match="leaves it through a symbolic link"):
+        load_job(write(tmp_path / "jobs" / "job.yaml", BASE + "output:\n  dir: link/x\n"))
+    (tmp_path / "jobs" / "inside").mkdir()
+    (tmp_path / "jobs" / "inner").symlink_to(tmp_path / "jobs" / "inside")
+    job = load_job(write(tmp_path / "jobs" / "job.yaml", BASE + "output:\n  dir: inner/x\n"))
+    assert job.output.dir == tmp_path / "jobs" / "inner" / "x"
+
+
 def test_shipped_jobs_still_load() -> None:
     example = load_job(REPO / "configs" / "example.yaml")
     assert REPO / "configs" in example.output.dir.parents

@@ -69,10 +69,18 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60) -> N
         time.sleep(0.1)
 
 
-def kill_mid_crawl_and_watch_children(command: list[str], site: SiteServer) -> None:
+def kill_mid_crawl_and_watch_children(command: list[str], site: SiteServer, stderr: Path) -> None:
     """Start ``command``, wait until it crawls with extraction workers running and the slow page in
-    flight, SIGKILL the process alone, and assert that each of its descendants exits within 5 s."""
-    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    flight, SIGKILL the process alone, and assert that each of its descendants exits within 5 s and
+    that none of them writes to the crawl's stderr (cron mails it) on the way out."""
+    with stderr.open("w") as err:
+        proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err)
+    _watch(proc, site)
+    text = stderr.read_text(encoding="utf-8")
+    assert "leaked" not in text and "Traceback" not in text, text
+
+
+def _watch(proc: subprocess.Popen[bytes], site: SiteServer) -> None:
     seen: dict[int, int] = {}
     try:
         def mid_crawl() -> bool:
@@ -118,7 +126,7 @@ def site_urls(site: SiteServer) -> list[str]:
 def test_killed_crawl_leaves_no_process_behind(slow_site: SiteServer, tmp_path: Path) -> None:
     command = [sys.executable, "-m", "jobs.cli", "crawl", *site_urls(slow_site), "--db", str(tmp_path / "w.duckdb"),
                "--delay", "0", "--workers", "2"]
-    kill_mid_crawl_and_watch_children(command, slow_site)
+    kill_mid_crawl_and_watch_children(command, slow_site, tmp_path / "stderr.txt")
 
 
 def test_killed_run_leaves_no_process_behind(slow_site: SiteServer, tmp_path: Path) -> None:
@@ -133,7 +141,7 @@ def test_killed_run_leaves_no_process_behind(slow_site: SiteServer, tmp_path: Pa
     )
     command = [sys.executable, "-m", "jobs.cli", "run", str(job), "--db", str(tmp_path / "w.duckdb"),
                "--out", str(tmp_path / "out")]
-    kill_mid_crawl_and_watch_children(command, slow_site)
+    kill_mid_crawl_and_watch_children(command, slow_site, tmp_path / "stderr.txt")
 
 
 # -- a full disk -----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake_ollama import FakeOllama, Trickle
+from tests.fake_ollama import Fail, FakeOllama, Slow, Trickle
 from tests.site_server import SiteServer
 from tests.support.run import GARDEN, LIGHTHOUSE, QUESTIONS, WEBQA, WIDGET, lines, quoting_responder, read_jsonl, rows, webqa
 
@@ -436,3 +436,109 @@ def test_a_full_disk_while_answering_is_one_error_line_and_resume_keeps_the_answ
     finally:
         site.stop()
         subprocess.run(["umount", "-l", str(out)], capture_output=True, timeout=30)
+
+
+# --------------------------------------------------------------------------------------------
+# Found by trying the above as a cron user would (review of this change)
+
+
+def test_embedding_failures_at_run_time_are_a_degraded_run(tmp_path: Path, fake_ollama: FakeOllama) -> None:
+    """/api/embed failing (model listed, runner crashing) silently selects with bm25: exit 0, no notice."""
+    fake_ollama.chat_responder = quoting_responder
+    db, out = tmp_path / "w.duckdb", tmp_path / "out"
+    site = site_with_pages()
+    try:
+        job = job_file(tmp_path / "job.yaml", "daily", [site.url(0, "/widget.html")], ["port"])
+        job.write_text(job.read_text().replace("method: bm25", "method: hybrid"), encoding="utf-8")
+        fake_ollama.script_embed(*[Fail(500)] * 20)
+        done = run(job, db, out, host=fake_ollama.url)
+    finally:
+        site.stop()
+    (answer,) = read_jsonl(out / "run-1" / "answers.jsonl")
+    assert answer["method_used"] == "bm25"  # it did fall back ...
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert any(line.startswith("Notice: embedding selection failed for 1 of 1 questions") for line in lines(done.stderr))
+    assert the_run(db)["status"] == "partial"
+
+
+def test_sigterm_while_checking_ollama_is_recorded_and_exits_130(tmp_path: Path, fake_ollama: FakeOllama) -> None:
+    """Between the crawl and the first question no handler is installed: SIGTERM kills with 143, silently,
+    and the row stays 'killed (crawling)' although the crawl had finished."""
+    db, out = tmp_path / "w.duckdb", tmp_path / "out"
+    site = site_with_pages()
+    try:
+        job = job_file(tmp_path / "job.yaml", "daily", [site.url(0, "/widget.html")], ["port"])
+        for path in ("/api/tags", "/api/show", "/api/version"):
+            fake_ollama.script(path, Slow(15.0))
+        env = {**os.environ, "OLLAMA_HOST": fake_ollama.url}
+        proc = subprocess.Popen([*WEBQA, "-q", "run", str(job), "--db", str(db), "--out", str(out)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(r.path in ("/api/tags", "/api/show", "/api/version")
+                                                      for r in fake_ollama.requests):
+            time.sleep(0.1)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        site.stop()
+    assert proc.returncode == 130, (proc.returncode, stderr)
+    assert any(line.startswith("Interrupted") for line in lines(stderr)), stderr
+    record = the_run(db)
+    assert (record["status"], record["exit_code"], record["resumable"]) == ("interrupted", 130, True)
+    assert stdout.startswith(f"Run {record['run_id']} interrupted")
+
+
+def test_webqa_crawl_names_each_failed_url_and_why_under_quiet(tmp_path: Path) -> None:
+    db = tmp_path / "c.duckdb"
+    site = site_with_pages()
+    try:
+        site.add(0, "/e500.html", "<html><body>oops</body></html>", status=500)
+        good, bad = site.url(0, "/widget.html"), site.url(0, "/e500.html")
+        done = webqa("-q", "crawl", good, bad, "--db", db, "--delay", "0")
+        blocked = subprocess.run([*WEBQA, "-q", "crawl", good, "--db", str(tmp_path / "b.duckdb")],
+                                 capture_output=True, text=True, timeout=120,
+                                 env={k: v for k, v in os.environ.items() if k != "WEBQA_ALLOW_PRIVATE_NETWORKS"})
+    finally:
+        site.stop()
+    assert done.returncode == 1, done.stderr
+    assert lines(done.stderr) == ["Not fetched (1):", f"  {bad}: failed: HTTP 500"]
+    assert blocked.returncode == 3, blocked.stderr
+    assert any("crawl.allow_private_networks: true" in line for line in lines(blocked.stderr)), blocked.stderr
+
+
+def test_a_listed_page_that_is_gone_is_named_under_quiet(tmp_path: Path, llm: FakeOllama) -> None:
+    db, out = tmp_path / "w.duckdb", tmp_path / "out"
+    site = site_with_pages()
+    try:
+        urls = [site.url(0, p) for p in ("/widget.html", "/lighthouse.html")]
+        job = job_file(tmp_path / "job.yaml", "daily", urls, ["port", "steps"])
+        assert run(job, db, out, host=llm.url).returncode == 0
+        site.add(0, "/widget.html", "<html><body>Not found</body></html>", status=404)
+        second = run(job, db, out, host=llm.url)
+        site.add(0, "/lighthouse.html", "<html><body>Not found</body></html>", status=410)
+        third = run(job, db, out, host=llm.url)
+    finally:
+        site.stop()
+    # A removed page is a page change (`webqa diff`), not an outage: named, and no longer answered from.
+    assert second.returncode == 0, second.stderr
+    assert f"Notice: 1 pages of the job are gone from the site, no longer answered from: {urls[0]} (HTTP 404)" \
+        in lines(second.stderr)
+    port = {r["question_id"]: r for r in read_jsonl(run_folder(out, 2) / "answers.jsonl")}["port"]
+    assert all(s["url"] != urls[0] for s in port["sources"])
+    assert third.returncode == 3
+    assert lines(third.stderr)[-1] == ("Error: every page of job daily answered 404 or 410: they are gone from "
+                                       "the site; update the job's URLs")
+
+
+def test_runs_on_a_file_that_is_not_a_webqa_database_is_one_line(tmp_path: Path) -> None:
+    import duckdb
+
+    db = tmp_path / "other.duckdb"
+    duckdb.connect(str(db)).close()
+    for command in (["runs"], ["diff"], ["explain", "1"]):
+        done = webqa(*command, "--db", db)
+        assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
+        assert lines(done.stderr) == [f"Error: {db}: no runs are recorded in this database (no `runs` table: not a "
+                                      "webqa database, or its first command was stopped while creating it); run "
+                                      "`webqa run` first"]
