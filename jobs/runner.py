@@ -598,7 +598,8 @@ def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
         if not job.fallback_extractive:
             raise access.unreachable
         answerer = "extractive"
-        degraded.append(f"{access.unreachable}; answered extractively (quoting the best sentences) instead")
+        also = f" and selected with bm25 instead of {method}" if wants_embeddings else ""
+        degraded.append(f"{access.unreachable}; answered extractively (quoting the best sentences) instead{also}")
     elif wants_embeddings and access.embedding_unavailable:
         degraded.append(f"{access.embedding_unavailable}; selected with bm25 instead of {method}")
     llm, embedder, embedding_unavailable = access.llm, access.embedder, access.embedding_unavailable

@@ -199,6 +199,20 @@ class StorePipeline:
             else:
                 log.error("Storing a batch failed: %r", exc)
 
+    def write_now(self, item: ExtractedPage | FetchOutcome) -> dict[str, int]:
+        """Write one item at once on the calling thread and return its counts, without touching stats.
+
+        For a writer that is not a Scrapy pipeline (the Redis coordinator, crawler/distributed), which
+        keeps its own counts.
+        """
+        self._write([item])
+        counts: dict[str, int] = {}
+        while True:
+            try:
+                _add(counts, self._written.get_nowait())
+            except queue.Empty:
+                return counts
+
     def _count_written(self) -> None:
         while True:
             try:

@@ -106,6 +106,7 @@ DB_COMMANDS = {
     "runs": ["runs"],
     "diff": ["diff"],
     "explain": ["explain", "1"],
+    "reindex": ["reindex"],
 }
 
 

@@ -84,7 +84,7 @@ class Writer:
         item = decode_item(raw)
         counts: dict[str, int] | None = self._already_written(item) if check else None
         if counts is None:
-            counts = self.sink._save(item) if isinstance(item, ExtractedPage) else self.sink._record(item)
+            counts = self.sink.write_now(item)
         pipe = self.r.pipeline(transaction=True)
         pipe.lrem(self.keys.writing, 1, raw)
         for key, value in counts.items():
