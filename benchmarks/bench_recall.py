@@ -66,6 +66,8 @@ TARGETS = (  # (what, method, subset, metric, goal) from the issue
 MIN_QUESTIONS, MIN_PARA, MIN_NONE = 60, 15, 6
 # The manual is served on loopback, which the crawler's SSRF guard refuses unless told otherwise.
 CRAWL_ENV = {"WEBQA_ALLOW_PRIVATE_NETWORKS": "1"}
+# On a shared 2-core machine under load the crawl of 267 pages took over the default 10 minutes.
+CRAWL_TIMEOUT_S = 3600.0
 
 
 # -- the devset -----------------------------------------------------------------------------------
@@ -294,7 +296,7 @@ def crawl(port: int, target: Path) -> dict[str, Any]:
         url_file = tmp / "urls.txt"
         url_file.write_text("".join(u + "\n" for u in devset.urls))
         db = tmp / "devset.duckdb"
-        measured = common.run_measured(common.crawl_cmd(url_file, db, delay=0), env=CRAWL_ENV)
+        measured = common.run_measured(common.crawl_cmd(url_file, db, delay=0), env=CRAWL_ENV, timeout=CRAWL_TIMEOUT_S)
         print(f"  {measured.stdout.strip()}  ({measured.wall_s:.0f} s)")
         if measured.returncode not in (0, 1):  # 1 = some pages failed: the rest is still a corpus
             measured.check()
@@ -308,7 +310,7 @@ def crawl(port: int, target: Path) -> dict[str, Any]:
             print(f"  {len(failed)} pages failed: " + ", ".join(f"{urlsplit(u).path} ({why})" for u, why in failed.items()))
             retry_file = tmp / "retry.txt"
             retry_file.write_text("".join(u + "\n" for u in failed))
-            again = common.run_measured(common.crawl_cmd(retry_file, db, delay=0), env=CRAWL_ENV)
+            again = common.run_measured(common.crawl_cmd(retry_file, db, delay=0), env=CRAWL_ENV, timeout=CRAWL_TIMEOUT_S)
             print(f"  retry: {again.stdout.strip()}  ({again.wall_s:.0f} s)")
             info["retry"] = {"wall_s": round(again.wall_s, 1), "returncode": again.returncode,
                              "summary": again.stdout.strip(), "still_failed": _failed_pages(db, devset.urls)}

@@ -156,9 +156,7 @@ class QuestionAnswerer:
 
     def _attempt(self, outcome: Outcome, number: int, top_k: int, budget: int, *, retry_reason: str | None = None) -> Attempt:
         assert outcome.selection is not None
-        packed = pack(outcome.selection.candidates, top_k=top_k, token_budget=budget)
-        ordered = prompt_order(packed.sent)
-        sources = [Source(i, c.chunk_id, c.url, c.heading, c.text) for i, c in enumerate(ordered, start=1)]
+        packed, sources = packed_sources(outcome.selection.candidates, top_k=top_k, token_budget=budget)
         prompt = build_prompt(outcome.spec.question, sources)
         attempt = Attempt(number, packed, sources, prompt, answerer=self.answerer, retry_reason=retry_reason)
         outcome.attempts.append(attempt)
@@ -239,6 +237,16 @@ def _fail(outcome: Outcome, attempt: Attempt, error: str) -> None:
     attempt.error = error
     if attempt.number == 1:
         outcome.error = error
+
+
+def packed_sources(candidates: Sequence[Candidate], *, top_k: int, token_budget: int) -> tuple[Packed, list[Source]]:
+    """What one attempt sends: the packed candidates and their numbered sources in prompt order.
+
+    `webqa eval` calls this too, so its answer-in-prompt figure measures exactly what the answerer sends.
+    """
+    packed = pack(candidates, top_k=top_k, token_budget=token_budget)
+    ordered = prompt_order(packed.sent)
+    return packed, [Source(i, c.chunk_id, c.url, c.heading, c.text) for i, c in enumerate(ordered, start=1)]
 
 
 def prompt_costed(candidates: Sequence[Candidate]) -> list[Candidate]:
