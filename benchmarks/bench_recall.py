@@ -148,7 +148,8 @@ def page_text(html: str | bytes) -> str:
     """What a reader sees of a page: inline markup joined, block elements separated (navigation included)."""
     from lxml import html as lxml_html
 
-    tree = lxml_html.fromstring(html)
+    # lxml refuses a str that carries an XML declaration (the DocBook pages do): parse bytes.
+    tree = lxml_html.fromstring(html.encode("utf-8") if isinstance(html, str) else html)
     for bad in tree.xpath("//script|//style"):
         bad.drop_tree()
     for el in tree.iter():
@@ -419,7 +420,7 @@ def locate_phrase(html: str, phrases: Sequence[str]) -> str | None:
     from jobs.evaluate import normalise
 
     wanted = [normalise(p) for p in phrases]
-    tree = lxml_html.fromstring(html)
+    tree = lxml_html.fromstring(html.encode("utf-8") if isinstance(html, str) else html)
     best = None
     for el in tree.iter():
         if not isinstance(el.tag, str):
@@ -637,6 +638,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="token budget for answer-in-prompt (default: the product's selection.token_budget)")
     parser.add_argument("--pack-top-k", type=int, default=None,
                         help="most sources for answer-in-prompt (default: the product's selection.top_k)")
+    parser.add_argument("--sweep", default="",
+                        help="also measure answer-in-prompt at other packings, e.g. '6:3000,40:1500,40:3000,40:6000' "
+                             "(top_k:budget; selection runs once per question and method)")
+    parser.add_argument("--merge", choices=("on", "off"), default=None,
+                        help="merge sent chunks of one page into one source (default: the product's)")
     args = parser.parse_args(argv)
     kind = use_devset(args.devset)
     if args.db == DEVSETS["python"].db:
@@ -744,7 +750,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         t0 = time.perf_counter()
         defaults = Packing()
-        packing = Packing(top_k=args.pack_top_k or defaults.top_k, token_budget=args.budget or defaults.token_budget)
+        merge = defaults.merge if args.merge is None else args.merge == "on"
+        packing = Packing(top_k=args.pack_top_k or defaults.top_k, token_budget=args.budget or defaults.token_budget,
+                          merge=merge)
+        selector = _CachedSelector(selector)
         figures["packing"] = {"top_k": packing.top_k, "token_budget": packing.token_budget,
                               "retry_factor": packing.retry_factor}
         funnels = evaluate(selector, conn, devset.questions, methods, packing)
@@ -805,6 +814,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{h['recall@5']:>6.3f} {h['para_n']:>6} {_fmt(h['para_recall@5']):>8} "
                       f"{_fmt(h['para_answer_in_prompt']):>14} {_fmt(h['evidence_tokens_median']):>7} "
                       f"{_fmt(h['sources_median']):>7}")
+
+        if args.sweep:
+            sweep: dict[str, Any] = {}
+            print()
+            print("Packing sweep (check half / tune half; in prompt first attempt, wider retry, median evidence tokens):")
+            for spec in args.sweep.split(","):
+                top_k, budget = (int(x) for x in spec.split(":"))
+                other = Packing(top_k=top_k, token_budget=budget, merge=merge)
+                result = headline(evaluate(selector, conn, devset.questions, methods, other), methods)
+                sweep[spec] = result
+                for m in methods:
+                    c, t = result["check"][m], result["tune"][m]
+                    print(f"  top_k {top_k:>3} budget {budget:>5} {m:<8} check {c['answer_in_prompt']:.3f} / "
+                          f"{c['answer_in_prompt_wider']:.3f} (para {_fmt(c['para_answer_in_prompt'])}), tune "
+                          f"{t['answer_in_prompt']:.3f} / {t['answer_in_prompt_wider']:.3f} (para "
+                          f"{_fmt(t['para_answer_in_prompt'])}); tokens {_fmt(c['evidence_tokens_median'])} / "
+                          f"{_fmt(t['evidence_tokens_median'])}, sources {_fmt(c['sources_median'])}")
+            figures["sweep"] = {"merge": merge, "results": sweep}
 
         unanswerable = unanswerable_report(funnels, methods)
         print()
@@ -914,6 +941,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = common.save_result(name, figures, command=common.command_line(), machine=info)
     print(f"\nwrote {path.relative_to(common.REPO)} in {figures['wall_s']:.0f} s")
     return 0
+
+
+class _CachedSelector:
+    """The Selector with each (question, method, scope) ranked once: packing sweeps re-pack the same lists."""
+
+    def __init__(self, selector: Any) -> None:
+        self.selector = selector
+        self.cache: dict[tuple[str, str, tuple[str, ...] | None], Any] = {}
+
+    def select(self, question: str, method: str, *, urls: Sequence[str] | None = None) -> Any:
+        key = (question, method, tuple(urls) if urls else None)
+        if key not in self.cache:
+            self.cache[key] = self.selector.select(question, method, urls=urls)
+        return self.cache[key]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.selector, name)
 
 
 class _Renamed:

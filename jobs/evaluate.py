@@ -19,8 +19,9 @@ from html import unescape
 from typing import Any
 
 from jobs.answer import AskSettings, packed_sources, prompt_costed
-from jobs.prompt import source_block
+from jobs.prompt import SOURCE_SEPARATOR, source_block
 from jobs.select import Selector
+from pipelines.chunk import estimate_tokens
 
 KS = (1, 3, 5)
 _DROP = re.compile(r"<(script|style)\b.*?</\1\s*>|<!--.*?-->", re.S | re.I)
@@ -122,6 +123,12 @@ class Packing:
     top_k: int = AskSettings.top_k
     token_budget: int = AskSettings.token_budget
     retry_factor: int = AskSettings.retry_factor
+    merge: bool = AskSettings.merge_pages
+
+
+def evidence_tokens(sources: Sequence[Any]) -> int:
+    """Estimated tokens of the source blocks as the prompt carries them (separators included)."""
+    return estimate_tokens(SOURCE_SEPARATOR.join(source_block(s) for s in sources)) if sources else 0
 
 
 def answer_in_sources(sources: Sequence[Any], phrases: Sequence[str]) -> bool:
@@ -165,14 +172,14 @@ def evaluate(selector: Selector, conn: Any, questions: Sequence[EvalQuestion], m
             funnel.ranks[method] = next((c.rank for c in selection.candidates if c.chunk_id in wanted), None)
             # What the answerer really sends: the same costing, packing and numbering (jobs/answer.py).
             costed = prompt_costed(selection.candidates)
-            packed, sources = packed_sources(costed, top_k=packing.top_k, token_budget=packing.token_budget)
-            funnel.prompt_tokens[method] = packed.tokens
-            funnel.sources_sent[method] = len(sources)
-            _packed, wider = packed_sources(costed, top_k=packing.top_k * packing.retry_factor,
-                                            token_budget=packing.token_budget * packing.retry_factor)
+            first = packed_sources(costed, top_k=packing.top_k, token_budget=packing.token_budget, merge=packing.merge)
+            funnel.prompt_tokens[method] = evidence_tokens(first.sources)
+            funnel.sources_sent[method] = len(first.sources)
+            wider = packed_sources(costed, top_k=packing.top_k * packing.retry_factor,
+                                   token_budget=packing.token_budget * packing.retry_factor, merge=packing.merge)
             if q.expect:
-                funnel.in_prompt[method] = answer_in_sources(sources, q.expect)
-                funnel.in_prompt_wider[method] = answer_in_sources(wider, q.expect)
+                funnel.in_prompt[method] = answer_in_sources(first.sources, q.expect)
+                funnel.in_prompt_wider[method] = answer_in_sources(wider.sources, q.expect)
         funnels.append(funnel)
     return funnels
 

@@ -132,8 +132,8 @@ def pack(candidates: Sequence[Candidate], *, top_k: int, token_budget: int) -> P
     """Take candidates in rank order while they fit ``top_k`` and the token budget.
 
     A chunk too large for what is left is skipped, not a reason to stop: a smaller, lower-ranked chunk
-    may still fit. Exact duplicates of a sent chunk (same text) are dropped: they cost tokens and add
-    nothing.
+    may still fit. Duplicates of a sent chunk (same text, or text wholly inside a sent chunk's, such as
+    a section copied onto another page) are dropped: they cost tokens and add nothing.
     """
     sent: list[Candidate] = []
     dropped: list[tuple[Candidate, str]] = []
@@ -141,10 +141,11 @@ def pack(candidates: Sequence[Candidate], *, top_k: int, token_budget: int) -> P
     used = 0
     for candidate in candidates:
         key = " ".join(candidate.text.split())
+        inside = next((chunk_id for text, chunk_id in seen_text.items() if key and key in text), None)
         if len(sent) >= top_k:
             dropped.append((candidate, f"below top_k={top_k}"))
-        elif key in seen_text:
-            dropped.append((candidate, f"duplicate of {seen_text[key]}"))
+        elif inside is not None:
+            dropped.append((candidate, f"duplicate of {inside}"))
         elif used + candidate.tokens > token_budget:
             dropped.append((candidate, f"over token budget ({used}+{candidate.tokens} > {token_budget})"))
         else:
