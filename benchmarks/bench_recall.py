@@ -641,6 +641,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sweep", default="",
                         help="also measure answer-in-prompt at other packings, e.g. '6:3000,40:1500,40:3000,40:6000' "
                              "(top_k:budget; selection runs once per question and method)")
+    parser.add_argument("--rm3", default=None, metavar="DOCS:TERMS:WEIGHT",
+                        help="bm25 query expansion from the top documents (jobs.select.Rm3Params), e.g. 5:10:0.5")
     parser.add_argument("--merge", choices=("on", "off"), default=None,
                         help="merge sent chunks of one page into one source (default: the product's)")
     args = parser.parse_args(argv)
@@ -735,8 +737,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures["db"] = db_figures
         print(f"database: {db_figures['pages']} pages, {db_figures['chunks']} chunks, {db_figures['tokens']} tokens; "
               f"extractors {db_figures['extractors']}")
+        rm3 = None
+        if args.rm3:
+            from jobs.select import Rm3Params
+
+            docs, terms, weight = args.rm3.split(":")
+            rm3 = Rm3Params(int(docs), int(terms), float(weight))
+            figures["rm3"] = {"feedback_docs": rm3.feedback_docs, "terms": rm3.terms, "weight": rm3.weight}
         selector = Selector(conn, embedder=embedder, embedding_model=model_name if embedder else None,
-                            ensure_fts=store.load_fts)
+                            ensure_fts=store.load_fts, rm3=rm3)
         if embedder is not None:
             t0 = time.perf_counter()
             embedded = selector.embed_missing()
