@@ -37,7 +37,8 @@ CONFIDENCE_ORDER = {"high": 3, "medium": 2, "low": 1}
 @dataclass(frozen=True)
 class AskSettings:
     method: str = "hybrid"
-    top_k: int = 6
+    # A ceiling: packing fills the token budget (BENCHMARKS.md, "Answer in the prompt").
+    top_k: int = 40
     token_budget: int = 3000
     retry_wider: bool = True
     # The wider retry doubles both; the default context (num_ctx 8192) still leaves room for the reply.
