@@ -63,3 +63,13 @@ def test_merged_chunks_are_explained_as_part_of_their_source() -> None:
     assert rows["c2"]["source_number"] == 1
     assert rows["c2"]["reason"] == "rank 3 within top_k and budget; merged in page order into SOURCE 1 with rank 1 (same page)"
     assert rows["z"]["sent"] is False and rows["z"]["source_number"] is None and "over token budget" in rows["z"]["reason"]
+
+
+def test_explain_lists_each_source_with_the_ranks_merged_into_it() -> None:
+    from jobs.explain import source_summary
+
+    rows = [{"sent": True, "source_number": 1, "rank": 1, "url": "http://a/"},
+            {"sent": True, "source_number": 2, "rank": 2, "url": "http://b/"},
+            {"sent": True, "source_number": 1, "rank": 3, "url": "http://a/"},
+            {"sent": False, "source_number": None, "rank": 4, "url": "http://c/"}]
+    assert source_summary(rows) == ["SOURCE 1: ranks 1, 3 merged in page order <http://a/>"]  # single ones: in the rows
