@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -52,6 +53,42 @@ DEVSET = common.REPO / "benchmarks" / "devset"
 QUESTIONS = DEVSET / "questions.yaml"
 URLS = DEVSET / "urls.txt"
 DEVSET_DB = common.RESULTS / "devset.duckdb"
+CORPUS = common.CORPUS
+RESULTS_PREFIX = "recall"
+
+
+@dataclass(frozen=True)
+class DevsetKind:
+    """One development corpus: its questions and pages, the folder its manual is served from, its database."""
+
+    questions: Path
+    urls: Path
+    corpus: Path
+    db: Path
+    results_prefix: str
+    install: str
+
+
+POSTGRESQL_CORPUS = common.REPO / "build" / "corpus-postgresql" / "usr/share/doc/postgresql-doc-15/html"
+DEVSETS = {
+    "python": DevsetKind(QUESTIONS, URLS, common.CORPUS, DEVSET_DB, "recall", "scripts/install-corpus.sh"),
+    "postgresql": DevsetKind(DEVSET / "postgresql" / "questions.yaml", DEVSET / "postgresql" / "urls.txt",
+                             POSTGRESQL_CORPUS, common.RESULTS / "devset-postgresql.duckdb", "recall-postgresql",
+                             "scripts/install-corpus-postgresql.sh"),
+}
+
+
+def use_devset(name: str) -> DevsetKind:
+    """Point the module at one development corpus (the python manual is the default)."""
+    global QUESTIONS, URLS, CORPUS, DEVSET_DB, RESULTS_PREFIX
+    kind = DEVSETS[name]
+    QUESTIONS, URLS, CORPUS, DEVSET_DB, RESULTS_PREFIX = kind.questions, kind.urls, kind.corpus, kind.db, kind.results_prefix
+    return kind
+
+
+def half(question_id: str) -> str:
+    """The deterministic half a question belongs to: "tune" (changes are chosen on it) or "check" (reported)."""
+    return "tune" if hashlib.sha256(question_id.encode()).digest()[0] % 2 == 0 else "check"
 EMBED_SERVER = common.REPO / "benchmarks" / "embed_server.py"
 PLACEHOLDER = "HOST"
 DEFAULT_PORT = 18790
@@ -66,6 +103,8 @@ TARGETS = (  # (what, method, subset, metric, goal) from the issue
 MIN_QUESTIONS, MIN_PARA, MIN_NONE = 60, 15, 6
 # The manual is served on loopback, which the crawler's SSRF guard refuses unless told otherwise.
 CRAWL_ENV = {"WEBQA_ALLOW_PRIVATE_NETWORKS": "1"}
+# On a shared 2-core machine under load the crawl of 267 pages took over the default 10 minutes.
+CRAWL_TIMEOUT_S = 3600.0
 
 
 # -- the devset -----------------------------------------------------------------------------------
@@ -109,7 +148,8 @@ def page_text(html: str | bytes) -> str:
     """What a reader sees of a page: inline markup joined, block elements separated (navigation included)."""
     from lxml import html as lxml_html
 
-    tree = lxml_html.fromstring(html)
+    # lxml refuses a str that carries an XML declaration (the DocBook pages do): parse bytes.
+    tree = lxml_html.fromstring(html.encode("utf-8") if isinstance(html, str) else html)
     for bad in tree.xpath("//script|//style"):
         bad.drop_tree()
     for el in tree.iter():
@@ -120,7 +160,7 @@ def page_text(html: str | bytes) -> str:
 
 
 def corpus_file(url: str) -> Path:
-    return common.CORPUS / urlsplit(url).path.lstrip("/")
+    return CORPUS / urlsplit(url).path.lstrip("/")
 
 
 def check_devset(devset: Devset) -> tuple[list[str], list[str]]:
@@ -222,7 +262,7 @@ def _stop(proc: subprocess.Popen[Any]) -> None:
 @contextlib.contextmanager
 def corpus_server(port: int) -> Iterator[str]:
     """The manual on http://127.0.0.1:PORT/, served by ``python -m tests.site_server`` (a subprocess)."""
-    cmd = [str(common.PYTHON), "-m", "tests.site_server", "--dir", str(common.CORPUS), "--hosts", "127.0.0.1",
+    cmd = [str(common.PYTHON), "-m", "tests.site_server", "--dir", str(CORPUS), "--hosts", "127.0.0.1",
            "--port", str(port)]
     proc = subprocess.Popen(cmd, cwd=common.REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -294,7 +334,7 @@ def crawl(port: int, target: Path) -> dict[str, Any]:
         url_file = tmp / "urls.txt"
         url_file.write_text("".join(u + "\n" for u in devset.urls))
         db = tmp / "devset.duckdb"
-        measured = common.run_measured(common.crawl_cmd(url_file, db, delay=0), env=CRAWL_ENV)
+        measured = common.run_measured(common.crawl_cmd(url_file, db, delay=0), env=CRAWL_ENV, timeout=CRAWL_TIMEOUT_S)
         print(f"  {measured.stdout.strip()}  ({measured.wall_s:.0f} s)")
         if measured.returncode not in (0, 1):  # 1 = some pages failed: the rest is still a corpus
             measured.check()
@@ -308,7 +348,7 @@ def crawl(port: int, target: Path) -> dict[str, Any]:
             print(f"  {len(failed)} pages failed: " + ", ".join(f"{urlsplit(u).path} ({why})" for u, why in failed.items()))
             retry_file = tmp / "retry.txt"
             retry_file.write_text("".join(u + "\n" for u in failed))
-            again = common.run_measured(common.crawl_cmd(retry_file, db, delay=0), env=CRAWL_ENV)
+            again = common.run_measured(common.crawl_cmd(retry_file, db, delay=0), env=CRAWL_ENV, timeout=CRAWL_TIMEOUT_S)
             print(f"  retry: {again.stdout.strip()}  ({again.wall_s:.0f} s)")
             info["retry"] = {"wall_s": round(again.wall_s, 1), "returncode": again.returncode,
                              "summary": again.stdout.strip(), "still_failed": _failed_pages(db, devset.urls)}
@@ -380,7 +420,7 @@ def locate_phrase(html: str, phrases: Sequence[str]) -> str | None:
     from jobs.evaluate import normalise
 
     wanted = [normalise(p) for p in phrases]
-    tree = lxml_html.fromstring(html)
+    tree = lxml_html.fromstring(html.encode("utf-8") if isinstance(html, str) else html)
     best = None
     for el in tree.iter():
         if not isinstance(el.tag, str):
@@ -510,6 +550,30 @@ def auc(positives: Sequence[float], negatives: Sequence[float]) -> float | None:
     return round(wins / (len(positives) * len(negatives)), 3)
 
 
+def headline(funnels: Sequence[Any], methods: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Answer-in-prompt, R@5 and the paraphrased subset per half (check, tune) and over all questions."""
+    from jobs.evaluate import summarise
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in ("check", "tune", "all"):
+        part = [f for f in funnels if name == "all" or half(f.question.id) == name]
+        answerable = [f for f in part if f.answerable]
+        para = [f for f in answerable if f.question.id.startswith("para-")]
+        whole, para_summary = summarise(part, methods), summarise(para, methods)
+        out[name] = {
+            m: {"n": len(answerable), "answer_in_prompt": whole[m]["answer_in_prompt"],
+                "answer_in_prompt_wider": whole[m]["answer_in_prompt_wider"], "recall@5": whole[m]["recall@5"],
+                "recall@3": whole[m]["recall@3"], "para_n": len(para),
+                "para_recall@5": para_summary[m]["recall@5"] if para else None,
+                "para_answer_in_prompt": para_summary[m]["answer_in_prompt"] if para else None,
+                "evidence_tokens_median": whole[m]["evidence_tokens_median"],
+                "evidence_tokens_mean": whole[m]["evidence_tokens_mean"],
+                "sources_median": whole[m]["sources_median"], "lost_at_packing": whole[m]["lost_at_packing"]}
+            for m in methods
+        }
+    return out
+
+
 def unanswerable_report(funnels: Sequence[Any], methods: Sequence[str]) -> dict[str, Any]:
     report: dict[str, Any] = {}
     for m in methods:
@@ -567,8 +631,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="write benchmarks/results/NAME.json (default: recall, or recall-tN with --embed-max-tokens, "
                              "recall-DBNAME with --db) so experiments do not replace the baseline")
     parser.add_argument("--quiet-table", action="store_true", help="do not print the per-question funnel table")
+    parser.add_argument("--devset", choices=sorted(DEVSETS), default="python",
+                        help="development corpus: python (the Python 3.11 manual, default) or postgresql "
+                             "(the PostgreSQL 15 manual, benchmarks/devset/postgresql/)")
+    parser.add_argument("--budget", type=int, default=None,
+                        help="token budget for answer-in-prompt (default: the product's selection.token_budget)")
+    parser.add_argument("--pack-top-k", type=int, default=None,
+                        help="most sources for answer-in-prompt (default: the product's selection.top_k)")
+    parser.add_argument("--sweep", default="",
+                        help="also measure answer-in-prompt at other packings, e.g. '6:3000,40:1500,40:3000,40:6000' "
+                             "(top_k:budget; selection runs once per question and method)")
+    parser.add_argument("--rm3", default=None, metavar="DOCS:TERMS:WEIGHT",
+                        help="bm25 query expansion from the top documents (jobs.select.Rm3Params), e.g. 5:10:0.5")
+    parser.add_argument("--merge", choices=("on", "off"), default=None,
+                        help="merge sent chunks of one page into one source (default: the product's)")
     args = parser.parse_args(argv)
-    common.require_corpus()
+    kind = use_devset(args.devset)
+    if args.db == DEVSETS["python"].db:
+        args.db = kind.db
+    if not (CORPUS / urlsplit(load_devset("x:1").urls[0]).path.lstrip("/")).is_file():
+        sys.exit(f"the {args.devset} manual is not in {CORPUS}; run {kind.install}")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
@@ -624,7 +706,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures["crawl"] = crawl_info
 
     # 3. selection with the embedding stand-in
-    from jobs.evaluate import evaluate, render_table, summarise
+    from jobs.evaluate import Packing, evaluate, render_table, summarise
     from jobs.llm import OllamaClient, OllamaSettings
     from jobs.select import Selector
     from pipelines.store import RunStore
@@ -655,8 +737,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures["db"] = db_figures
         print(f"database: {db_figures['pages']} pages, {db_figures['chunks']} chunks, {db_figures['tokens']} tokens; "
               f"extractors {db_figures['extractors']}")
+        rm3 = None
+        if args.rm3:
+            from jobs.select import Rm3Params
+
+            docs, terms, weight = args.rm3.split(":")
+            rm3 = Rm3Params(int(docs), int(terms), float(weight))
+            figures["rm3"] = {"feedback_docs": rm3.feedback_docs, "terms": rm3.terms, "weight": rm3.weight}
         selector = Selector(conn, embedder=embedder, embedding_model=model_name if embedder else None,
-                            ensure_fts=store.load_fts)
+                            ensure_fts=store.load_fts, rm3=rm3)
         if embedder is not None:
             t0 = time.perf_counter()
             embedded = selector.embed_missing()
@@ -669,7 +758,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)" if embedded else "all chunk vectors cached")
 
         t0 = time.perf_counter()
-        funnels = evaluate(selector, conn, devset.questions, methods)
+        defaults = Packing()
+        merge = defaults.merge if args.merge is None else args.merge == "on"
+        packing = Packing(top_k=args.pack_top_k or defaults.top_k, token_budget=args.budget or defaults.token_budget,
+                          merge=merge)
+        selector = _CachedSelector(selector)
+        figures["packing"] = {"top_k": packing.top_k, "token_budget": packing.token_budget,
+                              "retry_factor": packing.retry_factor}
+        funnels = evaluate(selector, conn, devset.questions, methods, packing)
         figures["evaluate_seconds"] = round(time.perf_counter() - t0, 1)
         corrected = correct_in_html(conn, funnels)
         if corrected:
@@ -712,6 +808,39 @@ def main(argv: Sequence[str] | None = None) -> int:
             s = para_summary[m]
             print(f"  {m:<10} R@1 {s['recall@1']:.3f}  R@3 {s['recall@3']:.3f}  R@5 {s['recall@5']:.3f}  MRR {s['mrr']:.3f}"
                   f"   (worded like the page: R@5 {plain_summary[m]['recall@5']:.3f})")
+
+        halves = headline(funnels, methods)
+        figures["halves"] = halves
+        print()
+        print(f"Headline (answerable questions; packing top_k {packing.top_k}, budget {packing.token_budget}, "
+              f"wider retry ×{packing.retry_factor}):")
+        print(f"  {'half':<6} {'method':<10} {'n':>3} {'in prompt':>9} {'wider':>6} {'R@5':>6} {'para n':>6} "
+              f"{'para R@5':>8} {'para in prompt':>14} {'tokens':>7} {'sources':>7}")
+        for name in ("check", "tune", "all"):
+            for m in methods:
+                h = halves[name][m]
+                print(f"  {name:<6} {m:<10} {h['n']:>3} {h['answer_in_prompt']:>9.3f} {h['answer_in_prompt_wider']:>6.3f} "
+                      f"{h['recall@5']:>6.3f} {h['para_n']:>6} {_fmt(h['para_recall@5']):>8} "
+                      f"{_fmt(h['para_answer_in_prompt']):>14} {_fmt(h['evidence_tokens_median']):>7} "
+                      f"{_fmt(h['sources_median']):>7}")
+
+        if args.sweep:
+            sweep: dict[str, Any] = {}
+            print()
+            print("Packing sweep (check half / tune half; in prompt first attempt, wider retry, median evidence tokens):")
+            for spec in args.sweep.split(","):
+                top_k, budget = (int(x) for x in spec.split(":"))
+                other = Packing(top_k=top_k, token_budget=budget, merge=merge)
+                result = headline(evaluate(selector, conn, devset.questions, methods, other), methods)
+                sweep[spec] = result
+                for m in methods:
+                    c, t = result["check"][m], result["tune"][m]
+                    print(f"  top_k {top_k:>3} budget {budget:>5} {m:<8} check {c['answer_in_prompt']:.3f} / "
+                          f"{c['answer_in_prompt_wider']:.3f} (para {_fmt(c['para_answer_in_prompt'])}), tune "
+                          f"{t['answer_in_prompt']:.3f} / {t['answer_in_prompt_wider']:.3f} (para "
+                          f"{_fmt(t['para_answer_in_prompt'])}); tokens {_fmt(c['evidence_tokens_median'])} / "
+                          f"{_fmt(t['evidence_tokens_median'])}, sources {_fmt(c['sources_median'])}")
+            figures["sweep"] = {"merge": merge, "results": sweep}
 
         unanswerable = unanswerable_report(funnels, methods)
         print()
@@ -808,6 +937,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "questions": [
             {"id": f.question.id, "url": f.question.url, "in_html": f.in_html, "in_text": f.in_text,
              "answer_chunks": len(f.answer_chunks), "ranks": f.ranks, "best_scores": f.best_scores,
+             "half": half(f.question.id), "in_prompt": f.in_prompt, "in_prompt_wider": f.in_prompt_wider,
+             "evidence_tokens": f.prompt_tokens,
              "lost_at": {m: f.lost_at(m) for m in methods} if f.answerable else None, "notices": f.notices}
             for f in funnels
         ],
@@ -815,10 +946,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     })
     name = args.results_name or (f"recall-t{args.embed_max_tokens}" if args.embed_max_tokens else
                                  f"recall-{weights}" if weights != EMBEDDING_MODEL else
-                                 "recall" if db_path == DEVSET_DB.resolve() else f"recall-{db_path.stem}")
+                                 RESULTS_PREFIX if db_path == DEVSET_DB.resolve() else f"recall-{db_path.stem}")
     path = common.save_result(name, figures, command=common.command_line(), machine=info)
     print(f"\nwrote {path.relative_to(common.REPO)} in {figures['wall_s']:.0f} s")
     return 0
+
+
+class _CachedSelector:
+    """The Selector with each (question, method, scope) ranked once: packing sweeps re-pack the same lists."""
+
+    def __init__(self, selector: Any) -> None:
+        self.selector = selector
+        self.cache: dict[tuple[str, str, tuple[str, ...] | None], Any] = {}
+
+    def select(self, question: str, method: str, *, urls: Sequence[str] | None = None) -> Any:
+        key = (question, method, tuple(urls) if urls else None)
+        if key not in self.cache:
+            self.cache[key] = self.selector.select(question, method, urls=urls)
+        return self.cache[key]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.selector, name)
 
 
 class _Renamed:

@@ -37,7 +37,8 @@ CONFIDENCE_ORDER = {"high": 3, "medium": 2, "low": 1}
 @dataclass(frozen=True)
 class AskSettings:
     method: str = "hybrid"
-    top_k: int = 6
+    # A ceiling: packing fills the token budget (BENCHMARKS.md, "Answer in the prompt").
+    top_k: int = 40
     token_budget: int = 3000
     retry_wider: bool = True
     # The wider retry doubles both; the default context (num_ctx 8192) still leaves room for the reply.
@@ -47,6 +48,8 @@ class AskSettings:
     model: str | None = None
     # Below this best cosine similarity (embedding/hybrid) the sources cannot answer: say so without the LLM.
     min_similarity: float | None = None
+    # Several sent chunks of one page go into one source, in page order (off: BENCHMARKS.md, "Filling the budget").
+    merge_pages: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class Attempt:
     retry_reason: str | None = None
     answer_id: int | None = None
     error: str | None = None
+    evidence: Evidence | None = None
 
 
 @dataclass
@@ -156,11 +160,12 @@ class QuestionAnswerer:
 
     def _attempt(self, outcome: Outcome, number: int, top_k: int, budget: int, *, retry_reason: str | None = None) -> Attempt:
         assert outcome.selection is not None
-        packed = pack(outcome.selection.candidates, top_k=top_k, token_budget=budget)
-        ordered = prompt_order(packed.sent)
-        sources = [Source(i, c.chunk_id, c.url, c.heading, c.text) for i, c in enumerate(ordered, start=1)]
+        evidence = packed_sources(outcome.selection.candidates, top_k=top_k, token_budget=budget,
+                                  merge=self.settings.merge_pages)
+        packed, sources = evidence.packed, evidence.sources
         prompt = build_prompt(outcome.spec.question, sources)
-        attempt = Attempt(number, packed, sources, prompt, answerer=self.answerer, retry_reason=retry_reason)
+        attempt = Attempt(number, packed, sources, prompt, answerer=self.answerer, retry_reason=retry_reason,
+                          evidence=evidence)
         outcome.attempts.append(attempt)
         outcome.final = attempt if number == 1 else outcome.final
         if self.settings.dry_run:
@@ -228,7 +233,8 @@ class QuestionAnswerer:
         }
         with self.db_lock:
             attempt.answer_id = self.store.save_attempt(
-                row, selection_rows(outcome.selection, attempt.packed, attempt.sources) if outcome.selection else [],
+                row, selection_rows(outcome.selection, attempt.packed, attempt.sources, attempt.evidence)
+                if outcome.selection else [],
                 attempt.prompt, PROMPT_VERSION, attempt.raw_reply,
             )
 
@@ -239,6 +245,109 @@ def _fail(outcome: Outcome, attempt: Attempt, error: str) -> None:
     attempt.error = error
     if attempt.number == 1:
         outcome.error = error
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One source of the prompt: the sent chunks of one page, in page order (one chunk when not merging)."""
+
+    chunks: tuple[Candidate, ...]
+
+    @property
+    def lead(self) -> Candidate:
+        """The best-ranked chunk: the unit's place in the prompt and its id in citations."""
+        return min(self.chunks, key=lambda c: c.rank)
+
+    @property
+    def heading(self) -> str:
+        return common_heading([c.heading for c in self.chunks])
+
+    @property
+    def text(self) -> str:
+        return merged_text(self.chunks, self.heading)
+
+
+def page_units(sent: Sequence[Candidate], *, merge: bool = True) -> list[Unit]:
+    """Group rank-ordered chunks into prompt units: one per page, pieces in page order, best page first.
+
+    Pieces of one page read as one passage (a definition next to its caveat) and share one fence.
+    """
+    if not merge:
+        return [Unit((c,)) for c in sent]
+    by_url: dict[str, list[Candidate]] = {}
+    for candidate in sent:
+        by_url.setdefault(candidate.url, []).append(candidate)
+    return [Unit(tuple(sorted(chunks, key=lambda c: c.ordinal))) for chunks in by_url.values()]
+
+
+_HEADING_SEPARATOR = " › "
+# Between two pieces of a page that are not next to each other: the model must not read them as one.
+GAP_MARK = "[…]"
+
+
+def common_heading(headings: Sequence[str]) -> str:
+    """The heading path all pieces share (at least the page title, usually)."""
+    paths = [h.split(_HEADING_SEPARATOR) if h else [] for h in headings]
+    shared: list[str] = []
+    for parts in zip(*paths):
+        if any(p != parts[0] for p in parts):
+            break
+        shared.append(parts[0])
+    return _HEADING_SEPARATOR.join(shared)
+
+
+def merged_text(chunks: Sequence[Candidate], heading: str) -> str:
+    """The pieces' text in page order: a piece under another section starts with the rest of its heading
+    path; a gap in the page is marked; text repeated from the previous piece (chunk overlap) is cut."""
+    parts: list[str] = []
+    previous: Candidate | None = None
+    for chunk in chunks:
+        text = chunk.text
+        if previous is not None:
+            adjacent = chunk.ordinal == previous.ordinal + 1
+            if adjacent and chunk.heading == previous.heading:
+                text = text[_overlap_length(previous.text, text):].lstrip()
+            elif not adjacent:
+                parts.append(GAP_MARK)
+        if chunk.heading != heading and (previous is None or chunk.heading != previous.heading):
+            parts.append(chunk.heading[len(heading):].lstrip(" ›") or chunk.heading)
+        if text:
+            parts.append(text)
+        previous = chunk
+    return "\n\n".join(parts)
+
+
+def _overlap_length(before: str, after: str, shortest: int = 20) -> int:
+    """Length of the longest start of ``after`` that ends ``before`` (the chunker repeats whole sentences)."""
+    for length in range(min(len(before), len(after)), shortest - 1, -1):
+        if before.endswith(after[:length]):
+            return length
+    return 0
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one attempt sends: the packing, the prompt units and their numbered sources (prompt order)."""
+
+    packed: Packed
+    units: list[Unit]
+    sources: list[Source]
+
+    def source_of(self) -> dict[str, tuple[int, Candidate]]:
+        """Each sent chunk id → (its source number, the lead chunk of its unit)."""
+        lead_number = {s.chunk_id: s.number for s in self.sources}
+        return {c.chunk_id: (lead_number[u.lead.chunk_id], u.lead) for u in self.units for c in u.chunks}
+
+
+def packed_sources(candidates: Sequence[Candidate], *, top_k: int, token_budget: int, merge: bool = True) -> Evidence:
+    """What one attempt sends: the packed candidates, merged per page, numbered in prompt order.
+
+    `webqa eval` calls this too, so its answer-in-prompt figure measures exactly what the answerer sends.
+    """
+    packed = pack(candidates, top_k=top_k, token_budget=token_budget)
+    units = prompt_order(page_units(packed.sent, merge=merge))
+    sources = [Source(i, u.lead.chunk_id, u.lead.url, u.heading, u.text) for i, u in enumerate(units, start=1)]
+    return Evidence(packed, units, sources)
 
 
 def prompt_costed(candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -258,31 +367,52 @@ def prompt_costed(candidates: Sequence[Candidate]) -> list[Candidate]:
 def citation_records(attempt: Attempt) -> list[dict[str, Any]]:
     """Each citation check joined with the source it names: what is stored and reported."""
     by_number = {s.number: s for s in attempt.sources}
+    units = dict(zip((s.number for s in attempt.sources), attempt.evidence.units)) if attempt.evidence else {}
     records = []
     for check in attempt.validation.checks if attempt.validation else []:
         source = by_number.get(check.source) if check.source is not None else None
+        piece = quoted_piece(units.get(check.source), check.quote) if source is not None else None
         records.append({
-            "source": check.source, "quote": check.quote, "chunk_id": source.chunk_id if source else None,
-            "url": source.url if source else None, "heading": source.heading if source else None,
+            "source": check.source, "quote": check.quote,
+            "chunk_id": piece.chunk_id if piece else source.chunk_id if source else None,
+            "url": source.url if source else None,
+            "heading": piece.heading if piece else source.heading if source else None,
             "valid": check.valid, "reason": check.reason, "matched": check.matched,
             "similarity": round(check.similarity, 3),
         })
     return records
 
 
-def selection_rows(selection: Selection, packed: Packed, sources: Sequence[Source]) -> list[dict[str, Any]]:
-    """Every ranked candidate with whether it was sent, as which SOURCE, and why (not)."""
+def quoted_piece(unit: Unit | None, quote: str) -> Candidate | None:
+    """The chunk of a merged source that holds the quote (the lead when none holds it whole)."""
+    if unit is None or len(unit.chunks) == 1:
+        return unit.lead if unit else None
+    wanted = " ".join(quote.split()).casefold()
+    return next((c for c in unit.chunks if wanted and wanted in " ".join(c.text.split()).casefold()), unit.lead)
+
+
+def selection_rows(selection: Selection, packed: Packed, sources: Sequence[Source],
+                   evidence: Evidence | None = None) -> list[dict[str, Any]]:
+    """Every ranked candidate with whether it was sent, as which SOURCE, and why (not).
+
+    A chunk merged into another chunk's source (same page) says so, and names that chunk's rank.
+    """
+    members = evidence.source_of() if evidence is not None else {}
     number = {s.chunk_id: s.number for s in sources}
     reasons = {c.chunk_id: reason for c, reason in packed.dropped}
     sent = {c.chunk_id for c in packed.sent}
     rows = []
     for candidate in selection.candidates:
         is_sent = candidate.chunk_id in sent
+        source_number, lead = members.get(candidate.chunk_id, (number.get(candidate.chunk_id), candidate))
+        reason = f"rank {candidate.rank} within top_k and budget"
+        if is_sent and lead.chunk_id != candidate.chunk_id:
+            reason += f"; merged in page order into SOURCE {source_number} with rank {lead.rank} (same page)"
         rows.append({
             **candidate_dict(candidate),
             "sent": is_sent,
-            "source_number": number.get(candidate.chunk_id),
-            "reason": f"rank {candidate.rank} within top_k and budget" if is_sent else reasons.get(candidate.chunk_id, "not packed"),
+            "source_number": source_number if is_sent else None,
+            "reason": reason if is_sent else reasons.get(candidate.chunk_id, "not packed"),
         })
     return rows
 

@@ -281,6 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--method", action="append", choices=("keyword", "bm25", "embedding", "hybrid"),
                           help="methods to compare (repeatable; default: all four)")
     evaluate.add_argument("--top-k", type=_non_negative_int, default=5, help="rank that counts as found for 'lost at selection' (default 5)")
+    evaluate.add_argument("--budget", type=_non_negative_int, default=None,
+                          help="token budget of the evidence for answer-in-prompt (default: the job's selection.token_budget)")
+    evaluate.add_argument("--pack-top-k", type=_non_negative_int, default=None,
+                          help="most sources sent, for answer-in-prompt (default: the job's selection.top_k)")
     evaluate.add_argument("--json", action="store_true", help="print the funnel and summary as JSON")
     evaluate.set_defaults(handler=cmd_eval)
     for command in sub.choices.values():
@@ -473,7 +477,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import json
 
     from jobs.config import load_job
-    from jobs.evaluate import EvalQuestion, evaluate, render_table, summarise
+    from jobs.evaluate import EvalQuestion, Packing, evaluate, render_table, summarise
     from jobs.llm import connect
     from jobs.runner import ollama_settings
     from jobs.select import Selector
@@ -500,14 +504,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
             store.rebuild_fts()
         selector = Selector(store.conn, embedder=embedder, embedding_model=job.embedding_model if embedder else None,
                             ensure_fts=store.load_fts, prefixes=job.embedding_prefixes())
-        funnels = evaluate(selector, store.conn, questions, methods)
+        packing = Packing(top_k=max(1, args.pack_top_k or job.selection.top_k),
+                          token_budget=max(1, args.budget or job.selection.token_budget))
+        funnels = evaluate(selector, store.conn, questions, methods, packing)
     summary = summarise(funnels, methods, k=max(1, args.top_k))
     if args.json:
         print(json.dumps({
-            "methods": methods, "summary": summary,
+            "methods": methods, "packing": {"top_k": packing.top_k, "token_budget": packing.token_budget,
+                                            "retry_factor": packing.retry_factor},
+            "summary": summary,
             "questions": [{"id": f.question.id, "in_html": f.in_html, "in_text": f.in_text,
                            "answer_chunks": f.answer_chunks, "ranks": f.ranks, "best_scores": f.best_scores,
-                           "best_similarity": f.best_similarity,
+                           "best_similarity": f.best_similarity, "in_prompt": f.in_prompt,
+                           "in_prompt_wider": f.in_prompt_wider, "evidence_tokens": f.prompt_tokens,
                            "lost_at": {m: f.lost_at(m, max(1, args.top_k)) for m in methods}} for f in funnels],
         }, indent=2))
     else:

@@ -337,7 +337,9 @@ class SelectionConfig(_Model):
     method: Literal["keyword", "bm25", "embedding", "hybrid"] = Field(
         "hybrid", description="Chunk ranking method."
     )
-    top_k: PosInt = Field(6, description="Chunks given to the answerer.")
+    top_k: PosInt = Field(
+        40, description="Most chunks given to the answerer: a ceiling; the token budget is what normally binds."
+    )
     token_budget: PosInt = Field(3000, description="Most tokens of evidence per question.")
     retry_wider: StrictBool = Field(
         True, description="Ask once more with more chunks on NEI/low confidence/failed citations."

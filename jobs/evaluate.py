@@ -2,8 +2,10 @@
 
 For each question with ``expect`` phrases (and ideally the ``url`` that answers it) the funnel asks, in
 order: is a phrase in the fetched HTML? in the cleaned text? in which chunks? at which rank does the
-first answer-bearing chunk come for each selection method? The summary gives recall@1/3/5 and MRR per
-method and how many questions were lost at cleaning, at chunking and at selection.
+first answer-bearing chunk come for each selection method? and, the headline: is a phrase inside the
+evidence really sent to the model at the job's packing settings (first attempt, and the wider retry)?
+The summary gives answer-in-prompt, recall@1/3/5 and MRR per method and how many questions were lost at
+cleaning, at chunking, at selection and at packing.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from dataclasses import dataclass, field
 from html import unescape
 from typing import Any
 
+from jobs.answer import AskSettings, packed_sources, prompt_costed
+from jobs.prompt import SOURCE_SEPARATOR, source_block
 from jobs.select import Selector
+from pipelines.chunk import estimate_tokens
 
 KS = (1, 3, 5)
 _DROP = re.compile(r"<(script|style)\b.*?</\1\s*>|<!--.*?-->", re.S | re.I)
@@ -69,6 +74,12 @@ class QuestionFunnel:
     # method → the best embedding cosine among its candidates (embedding and hybrid only)
     best_similarity: dict[str, float | None] = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)
+    # method → is an expect phrase inside a source block sent (first attempt / the wider retry)?
+    in_prompt: dict[str, bool] = field(default_factory=dict)
+    in_prompt_wider: dict[str, bool] = field(default_factory=dict)
+    # method → estimated tokens of the source blocks sent on the first attempt, and how many sources
+    prompt_tokens: dict[str, int] = field(default_factory=dict)
+    sources_sent: dict[str, int] = field(default_factory=dict)
 
     @property
     def answerable(self) -> bool:
@@ -89,8 +100,44 @@ class QuestionFunnel:
             return "selection"
         return None
 
+    def lost_before_prompt(self, method: str) -> str | None:
+        """The stage that kept the answer out of the first prompt, or None when it was sent.
 
-def evaluate(selector: Selector, conn: Any, questions: Sequence[EvalQuestion], methods: Sequence[str]) -> list[QuestionFunnel]:
+        "packing": an answer chunk was ranked (anywhere in the pool) but not sent at the job's budget.
+        """
+        if not self.answerable or self.in_prompt.get(method, False):
+            return None
+        if self.in_html is False:
+            return "fetch"
+        if self.in_text is False:
+            return "cleaning"
+        if not self.answer_chunks:
+            return "chunking"
+        return "packing" if self.ranks.get(method) is not None else "selection"
+
+
+@dataclass(frozen=True)
+class Packing:
+    """The packing settings a job answers with (selection.top_k, token_budget; the retry multiplies both)."""
+
+    top_k: int = AskSettings.top_k
+    token_budget: int = AskSettings.token_budget
+    retry_factor: int = AskSettings.retry_factor
+    merge: bool = AskSettings.merge_pages
+
+
+def evidence_tokens(sources: Sequence[Any]) -> int:
+    """Estimated tokens of the source blocks as the prompt carries them (separators included)."""
+    return estimate_tokens(SOURCE_SEPARATOR.join(source_block(s) for s in sources)) if sources else 0
+
+
+def answer_in_sources(sources: Sequence[Any], phrases: Sequence[str]) -> bool:
+    """Is a phrase inside one of the source blocks exactly as the prompt carries them?"""
+    return any(contains_any(source_block(s), phrases) for s in sources)
+
+
+def evaluate(selector: Selector, conn: Any, questions: Sequence[EvalQuestion], methods: Sequence[str],
+             packing: Packing = Packing()) -> list[QuestionFunnel]:
     funnels = []
     for q in questions:
         in_html = in_text = None
@@ -123,6 +170,16 @@ def evaluate(selector: Selector, conn: Any, questions: Sequence[EvalQuestion], m
             if selection.method_used in ("embedding", "hybrid"):
                 funnel.best_similarity[method] = selection.best_similarity
             funnel.ranks[method] = next((c.rank for c in selection.candidates if c.chunk_id in wanted), None)
+            # What the answerer really sends: the same costing, packing and numbering (jobs/answer.py).
+            costed = prompt_costed(selection.candidates)
+            first = packed_sources(costed, top_k=packing.top_k, token_budget=packing.token_budget, merge=packing.merge)
+            funnel.prompt_tokens[method] = evidence_tokens(first.sources)
+            funnel.sources_sent[method] = len(first.sources)
+            wider = packed_sources(costed, top_k=packing.top_k * packing.retry_factor,
+                                   token_budget=packing.token_budget * packing.retry_factor, merge=packing.merge)
+            if q.expect:
+                funnel.in_prompt[method] = answer_in_sources(first.sources, q.expect)
+                funnel.in_prompt_wider[method] = answer_in_sources(wider.sources, q.expect)
         funnels.append(funnel)
     return funnels
 
@@ -135,6 +192,13 @@ def summarise(funnels: Sequence[QuestionFunnel], methods: Sequence[str], k: int 
         ranks = [f.ranks.get(method) for f in answerable]
         row: dict[str, Any] = {f"recall@{k}": round(sum(1 for r in ranks if r is not None and r <= k) / n, 3) for k in KS}
         row["mrr"] = round(sum(1.0 / r for r in ranks if r) / n, 3)
+        row["answer_in_prompt"] = round(sum(1 for f in answerable if f.in_prompt.get(method)) / n, 3)
+        row["answer_in_prompt_wider"] = round(sum(1 for f in answerable if f.in_prompt_wider.get(method)) / n, 3)
+        tokens = [f.prompt_tokens[method] for f in funnels if method in f.prompt_tokens]
+        row["evidence_tokens_median"] = _median(tokens)
+        row["evidence_tokens_mean"] = round(sum(tokens) / len(tokens), 1) if tokens else None
+        row["sources_median"] = _median([f.sources_sent[method] for f in funnels if method in f.sources_sent])
+        row["lost_at_packing"] = sum(1 for f in answerable if f.lost_before_prompt(method) == "packing")
         for stage in ("fetch", "cleaning", "chunking", "selection"):
             row[f"lost_at_{stage}"] = sum(1 for f in answerable if f.lost_at(method, k) == stage)
         unanswerable = [f.best_scores.get(method) for f in funnels if not f.answerable]
@@ -203,11 +267,17 @@ def render_table(funnels: Sequence[QuestionFunnel], summary: dict[str, dict[str,
             else:
                 lost = " ".join(f"{m}={s}" for m, s in stages.items() if s)
         lines.append(f"{f.question.id:<{width}} {yn(f.in_html):<5} {yn(f.in_text):<5} {len(f.answer_chunks):<6} {ranks} {lost}".rstrip())
-    lines += ["", f"{'method':<10} {'R@1':>6} {'R@3':>6} {'R@5':>6} {'MRR':>6}  lost at: fetch cleaning chunking selection"]
+    lines += ["", "In prompt: an expect phrase is inside the evidence sent at the job's packing settings (first attempt; "
+              "wider: the retry's). Evidence tokens: median per question, first attempt.",
+              f"{'method':<10} {'in prompt':>9} {'wider':>6} {'tokens':>7} {'R@1':>6} {'R@3':>6} {'R@5':>6} {'MRR':>6}  "
+              "lost at: fetch cleaning chunking selection packing"]
     for m in methods:
         s = summary[m]
-        lines.append(f"{m:<10} {s['recall@1']:>6.3f} {s['recall@3']:>6.3f} {s['recall@5']:>6.3f} {s['mrr']:>6.3f}  "
-                     f"{s['lost_at_fetch']:>14} {s['lost_at_cleaning']:>8} {s['lost_at_chunking']:>8} {s['lost_at_selection']:>9}")
+        tokens = "-" if s["evidence_tokens_median"] is None else f"{s['evidence_tokens_median']:.0f}"
+        lines.append(f"{m:<10} {s['answer_in_prompt']:>9.3f} {s['answer_in_prompt_wider']:>6.3f} {tokens:>7} "
+                     f"{s['recall@1']:>6.3f} {s['recall@3']:>6.3f} {s['recall@5']:>6.3f} {s['mrr']:>6.3f}  "
+                     f"{s['lost_at_fetch']:>14} {s['lost_at_cleaning']:>8} {s['lost_at_chunking']:>8} "
+                     f"{s['lost_at_selection']:>9} {s['lost_at_packing']:>7}")
     for m in methods:
         floor = summary[m].get("min_similarity")
         if floor and floor["unanswerable"]:

@@ -44,6 +44,18 @@ def _attempts_of(store: RunStore, a: dict) -> list[dict]:
     return [r for r in rows if r["answer_id"] - r["attempt"] == first - 1]
 
 
+def source_summary(selections: list[dict]) -> list[str]:
+    """One line per SOURCE that carries several ranked chunks (pieces of one page merged in page order)."""
+    ranks: dict[int, list[int]] = {}
+    urls: dict[int, str] = {}
+    for s in selections:
+        if s["sent"] and s["source_number"] is not None:
+            ranks.setdefault(s["source_number"], []).append(s["rank"])
+            urls.setdefault(s["source_number"], s["url"])
+    return [f"SOURCE {n}: ranks {', '.join(map(str, sorted(r)))} merged in page order <{urls[n]}>"
+            for n, r in sorted(ranks.items()) if len(r) > 1]
+
+
 def explain_answer(store: RunStore, answer_id: int, *, show_prompt: bool = True) -> str:
     rows = store.query_dicts("SELECT * FROM answers WHERE answer_id = ?", [answer_id])
     if not rows:
@@ -85,6 +97,7 @@ def explain_answer(store: RunStore, answer_id: int, *, show_prompt: bool = True)
     sent = sum(1 for s in selections if s["sent"])
     out.append(f"3. Selection: {len(selections)} candidates ranked, {sent} sent "
                f"({sum(s['tokens'] or 0 for s in selections if s['sent'])} tokens)")
+    out.extend(f"   {line}" for line in source_summary(selections))
     out.append("   rank  score     keyword  bm25     embed    sent      chunk             heading / matched terms / reason")
     for s in selections:
         mark = f"SOURCE {s['source_number']}" if s["sent"] else "dropped"

@@ -28,7 +28,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
     if selection is not None and final is not None:
         result["chunks"] = [
             {**row, "text": candidate.text}
-            for row, candidate in zip(selection_rows(selection, final.packed, final.sources), selection.candidates)
+            for row, candidate in zip(selection_rows(selection, final.packed, final.sources, final.evidence), selection.candidates)
         ]
         result["prompt"] = final.prompt
         result["sources"] = [

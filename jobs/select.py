@@ -69,6 +69,19 @@ class Bm25Params:
     heading_weight: float = BM25_HEADING_WEIGHT
 
 
+@dataclass(frozen=True)
+class Rm3Params:
+    """Pseudo-relevance feedback for bm25 (RM3): expand the question with the terms that weigh most in
+    the first pass's top documents, rank again, and interpolate the two lists.
+
+    ``weight`` is the expanded list's share of the fused score; 0 turns it off.
+    """
+
+    feedback_docs: int = 5
+    terms: int = 10
+    weight: float = 0.5
+
+
 # The fts extension's own settings, for comparison (a heading term counts once).
 MATCH_BM25_PARAMS = Bm25Params(k1=1.2, b=0.75, heading_weight=1.0)
 
@@ -127,8 +140,8 @@ def pack(candidates: Sequence[Candidate], *, top_k: int, token_budget: int) -> P
     """Take candidates in rank order while they fit ``top_k`` and the token budget.
 
     A chunk too large for what is left is skipped, not a reason to stop: a smaller, lower-ranked chunk
-    may still fit. Exact duplicates of a sent chunk (same text) are dropped: they cost tokens and add
-    nothing.
+    may still fit. Duplicates of a sent chunk (same text, or text wholly inside a sent chunk's, such as
+    a section copied onto another page) are dropped: they cost tokens and add nothing.
     """
     sent: list[Candidate] = []
     dropped: list[tuple[Candidate, str]] = []
@@ -136,10 +149,11 @@ def pack(candidates: Sequence[Candidate], *, top_k: int, token_budget: int) -> P
     used = 0
     for candidate in candidates:
         key = " ".join(candidate.text.split())
+        inside = next((chunk_id for text, chunk_id in seen_text.items() if key and key in text), None)
         if len(sent) >= top_k:
             dropped.append((candidate, f"below top_k={top_k}"))
-        elif key in seen_text:
-            dropped.append((candidate, f"duplicate of {seen_text[key]}"))
+        elif inside is not None:
+            dropped.append((candidate, f"duplicate of {inside}"))
         elif used + candidate.tokens > token_budget:
             dropped.append((candidate, f"over token budget ({used}+{candidate.tokens} > {token_budget})"))
         else:
@@ -163,7 +177,9 @@ class Selector:
         embedding_unavailable: str | None = None,
         bm25_params: Bm25Params = Bm25Params(),
         prefixes: EmbeddingPrefixes | None = None,
+        rm3: Rm3Params | None = None,
     ) -> None:
+        self.rm3 = rm3
         self.conn = conn
         self.embedder = embedder
         self.embedding_model = embedding_model
@@ -234,6 +250,41 @@ class Selector:
         ]
 
     def bm25(self, question: str, scope: list[str] | None) -> list[Candidate]:
+        first = self._bm25(question, scope)
+        rm3 = self.rm3
+        if rm3 is None or rm3.weight <= 0 or not first:
+            return first
+        terms = self.expansion_terms(question, first[: rm3.feedback_docs], rm3.terms)
+        if not terms:
+            return first
+        expanded = self._bm25(question + " " + " ".join(terms), scope)
+        return fuse([(1.0 - rm3.weight, first), (rm3.weight, expanded)], self.pool, "bm25_score")
+
+    def expansion_terms(self, question: str, top: Sequence[Candidate], count: int) -> list[str]:
+        """RM3's feedback terms: words of the top documents weighted by the document's share of the
+        first-pass score × the word's share of the document × its idf; question words left out."""
+        asked = {stem(w) for w in content_words(question)}
+        total = sum(c.score for c in top) or 1.0
+        weights: dict[str, float] = {}
+        for candidate in top:
+            words = content_words(candidate.heading + " " + candidate.text)
+            words = [w for w in words if w.isalpha() and stem(w) not in asked]
+            for word in words:
+                weights[word] = weights.get(word, 0.0) + (candidate.score / total) / len(words)
+        if not weights:
+            return []
+        # Document frequencies from the postings themselves (the index keeps no statistics, see BM25_SQL).
+        idf = dict(self.conn.execute(
+            """WITH words AS (SELECT w, stem(w, 'porter') AS term FROM (SELECT unnest($words) AS w)),
+                    df AS (SELECT term, count(*) AS df FROM bm25_postings
+                           WHERE term IN (SELECT term FROM words) GROUP BY term)
+               SELECT w, log((st.num_docs - df.df + 0.5) / (df.df + 0.5) + 1)
+               FROM words JOIN df USING (term), (SELECT count(*) AS num_docs FROM selection_docs) st""",
+            {"words": sorted(weights)}).fetchall())
+        ranked = sorted(((weights[w] * idf[w], w) for w in weights if w in idf), key=lambda x: (-x[0], x[1]))
+        return [w for _score, w in ranked[:count]]
+
+    def _bm25(self, question: str, scope: list[str] | None) -> list[Candidate]:
         if self._ensure_fts is not None:
             self._ensure_fts()
         if not _fts_terms(question):
@@ -479,6 +530,17 @@ WITH top AS (
     LIMIT $pool
 )
 """ + _EMBEDDING_RESULT.replace("{windows_seen}", "NULL")
+
+
+def fuse(lists: Sequence[tuple[float, Sequence[Candidate]]], pool: int, keep: str) -> list[Candidate]:
+    """Weighted min-max fusion of ranked lists of the same kind (``keep``: the score field to carry)."""
+    fused: dict[str, list[Any]] = {}
+    for weight, ranked in lists:
+        for candidate, scaled in zip(ranked, _min_max([c.score for c in ranked]), strict=True):
+            entry = fused.setdefault(candidate.chunk_id, [candidate, 0.0])
+            entry[1] += weight * scaled
+    order = sorted(fused.values(), key=lambda e: (-round(e[1], 8), e[0].url, e[0].ordinal))
+    return [replace(c, score=round(score, 8), **{keep: round(score, 8)}) for c, score in order[:pool]]
 
 
 def _unit_length(vector: Sequence[float]) -> list[float]:

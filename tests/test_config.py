@@ -80,7 +80,7 @@ def test_minimal_job_gets_every_default(tmp_path: Path) -> None:
     assert [(q.id, q.question, q.urls, q.expect, q.url) for q in job.questions] == [("q1", "What?", None, [], None)]
     assert job.model == "llama3.2:3b"
     assert job.embedding_model == "nomic-embed-text"
-    assert job.selection == SelectionConfig(method="hybrid", top_k=6, token_budget=3000, retry_wider=True)
+    assert job.selection == SelectionConfig(method="hybrid", top_k=40, token_budget=3000, retry_wider=True)
     assert job.answerer == "llm"
     assert job.fallback_extractive is True
     assert job.output.dir == tmp_path / "out" / "j"
@@ -222,7 +222,7 @@ def test_parse_job_resolves_against_given_base_dir_or_cwd(tmp_path: Path, monkey
 def test_empty_sections_and_keys_mean_defaults() -> None:
     job = parse_job(BASE + "crawl:\nselection:\n  top_k:\nollama:\n")
     assert job.crawl == CrawlConfig()
-    assert job.selection.top_k == 6
+    assert job.selection.top_k == 40
     assert job.ollama.options == {"temperature": 0, "num_ctx": 8192}
 
 

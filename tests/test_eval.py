@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from jobs.evaluate import EvalQuestion, contains_any, evaluate, html_text, normalise, render_table, summarise
+from jobs.answer import AskSettings, QuestionAnswerer, QuestionSpec
+from jobs.evaluate import (EvalQuestion, Packing, contains_any, evaluate, html_text, normalise, render_table,
+                           summarise)
 from jobs.select import Selector
 from pipelines.chunk import Chunk, estimate_tokens
 from pipelines.store import PageRecord, RunStore, utcnow
@@ -213,3 +215,61 @@ def test_chunks_of_also_urls_pages_count_as_right_chunks(db: Path) -> None:
     assert funnel.answer_chunks == ["c-faq", "c-server"]
     assert (funnel.in_html, funnel.in_text) == (True, True)  # the funnel stages still read `url`
     assert funnel.ranks["bm25"] is not None
+
+
+# -- answer in the prompt: what the answerer really sends ----------------------------------------------
+
+# bm25 ranks the server chunk first (port, server, and "Server" in its heading) and the garden chunk
+# second (tomatoes): with one source only the first is sent.
+BOTH = "Which port does the server use? And tomatoes?"
+
+
+def test_answer_ranked_but_not_packed_is_lost_at_packing_and_found_by_the_wider_retry(db: Path) -> None:
+    question = EvalQuestion("tomato", BOTH, ("tomatoes grow well",), URL)
+    with RunStore.open(db) as store:
+        [funnel] = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store.conn, [question], ["bm25"],
+                            Packing(top_k=1, token_budget=3000, retry_factor=2))
+    assert funnel.ranks["bm25"] == 2 and funnel.lost_at("bm25") is None  # R@5 counts it as found ...
+    assert funnel.in_prompt["bm25"] is False  # ... but the model would not see it
+    assert funnel.lost_before_prompt("bm25") == "packing"
+    assert funnel.in_prompt_wider["bm25"] is True  # the retry sends two sources
+    assert funnel.sources_sent["bm25"] == 1 and funnel.prompt_tokens["bm25"] > 0
+    summary = summarise([funnel], ["bm25"])["bm25"]
+    assert (summary["answer_in_prompt"], summary["answer_in_prompt_wider"], summary["recall@5"]) == (0.0, 1.0, 1.0)
+    assert summary["lost_at_packing"] == 1
+
+
+@pytest.mark.parametrize("top_k", [1, 2])
+def test_answer_in_prompt_agrees_with_the_prompt_the_answerer_builds(db: Path, top_k: int) -> None:
+    question = EvalQuestion("tomato", BOTH, ("tomatoes grow well",), URL)
+    with RunStore.open(db) as store:
+        selector = Selector(store.conn, ensure_fts=store.load_fts)
+        [funnel] = evaluate(selector, store.conn, [question], ["bm25"], Packing(top_k=top_k, token_budget=3000))
+        settings = AskSettings(method="bm25", top_k=top_k, token_budget=3000, dry_run=True)
+        outcome = QuestionAnswerer(store, selector, None, settings).answer(QuestionSpec("tomato", BOTH))
+    prompt = outcome.attempts[0].prompt
+    sources_part = prompt[prompt.index("<sources>"):prompt.index("</sources>")]
+    assert funnel.in_prompt["bm25"] is contains_any(sources_part, question.expect) is (top_k == 2)
+    assert len(outcome.attempts[0].sources) == funnel.sources_sent["bm25"]
+
+
+def test_eval_command_reports_answer_in_prompt_at_the_given_budget(db: Path, tmp_path: Path) -> None:
+    job = tmp_path / "questions.yaml"
+    job.write_text(
+        "name: evaltest\nquestions:\n"
+        f"  - id: port\n    question: Which port does the server use?\n    url: {URL}\n    expect: [server port is 8080]\n",
+        encoding="utf-8",
+    )
+    reports = []
+    for budget in ("3000", "5"):  # 5 tokens: no source block fits
+        done = subprocess.run([sys.executable, "-m", "jobs.cli", "eval", str(job), "--db", str(db), "--method", "bm25",
+                               "--budget", budget, "--json"], cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        reports.append(json.loads(done.stdout))
+    wide, tiny = reports
+    assert wide["packing"]["token_budget"] == 3000 and tiny["packing"]["token_budget"] == 5
+    assert wide["summary"]["bm25"]["answer_in_prompt"] == 1.0 and wide["questions"][0]["in_prompt"] == {"bm25": True}
+    assert tiny["summary"]["bm25"]["answer_in_prompt"] == 0.0 and tiny["summary"]["bm25"]["recall@1"] == 1.0
+    table = subprocess.run([sys.executable, "-m", "jobs.cli", "eval", str(job), "--db", str(db), "--method", "bm25"],
+                           cwd=REPO, capture_output=True, text=True, timeout=120).stdout
+    assert "in prompt" in table and "packing" in table

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from jobs.errors import LLMError, WebqaError
-from jobs.select import (HEADING_BOOST, MATCH_BM25_PARAMS, WINDOWS_PER_DOC, Bm25Params, Candidate, Selector, _min_max,
-                         pack, question_keywords)
+from jobs.select import (HEADING_BOOST, MATCH_BM25_PARAMS, WINDOWS_PER_DOC, Bm25Params, Candidate, Rm3Params, Selector,
+                         _min_max, pack, question_keywords)
 from pipelines.store import EMBED_SCHEME, EMBED_WINDOW_WORDS, RunStore, embed_key, embed_text, embed_windows, text_key
 from tests.support.store import make_chunks, page_record
 
@@ -567,3 +567,24 @@ def test_vectors_cached_before_their_windows_were_mapped_are_selectable(store: R
     again = selector(store, embedder=embedder, embedding_model="m").select("widget server", "embedding")
     assert [(c.chunk_id, c.score) for c in again.candidates] == [(c.chunk_id, c.score) for c in first.candidates]
     assert [len(call) for call in embedder.calls] == [7, 1, 1]  # the cached vectors served; only the question
+
+
+# --------------------------------------------------------------------------------------------
+# RM3: bm25 query expansion from the first pass's top documents
+
+
+def test_rm3_expands_with_the_rarest_words_of_the_top_documents(store: RunStore) -> None:
+    plain = selector(store).bm25("Where do tomatoes grow?", None)
+    assert [heading_of(c) for c in plain] == ["Gardens"]  # no other chunk holds tomato or grow
+    terms = selector(store).expansion_terms("Where do tomatoes grow?", plain[:1], 3)
+    # One feedback document: every word weighs the same, so idf decides; ties go alphabetically.
+    assert terms == ["allotment", "corners", "gardens"]
+    expanded = selector(store, rm3=Rm3Params(feedback_docs=1, terms=10, weight=0.5)).bm25("Where do tomatoes grow?", None)
+    assert heading_of(expanded[0]) == "Gardens" and expanded[0].score == 1.0
+    assert len(expanded) > 1  # the page title "Guide", a feedback term, brings the other Guide chunks in
+    assert expanded == selector(store, rm3=Rm3Params(1, 10, 0.5)).bm25("Where do tomatoes grow?", None)  # deterministic
+
+
+def test_rm3_with_weight_zero_is_plain_bm25(store: RunStore) -> None:
+    question = "Which port does the widget server use?"
+    assert selector(store, rm3=Rm3Params(weight=0.0)).bm25(question, None) == selector(store).bm25(question, None)
