@@ -128,7 +128,7 @@ fi
 say "database: ${DB#"$ROOT/"}  (try: .venv/bin/webqa explain ANSWER_ID --db ${DB#"$ROOT/"})"
 case "$RC" in
     0) say "done: every question answered (exit 0)" ;;
-    1) say "done: some questions failed, the others were answered (exit 1)" ;;
+    1) say "done: a partial run (some questions or pages failed, see above), the rest was answered (exit 1)" ;;
     *) say "webqa failed with exit status $RC (see the Error line above)"
        say "hint: with Ollama running but without the model, run 'ollama pull llama3.2:3b' or DEMO_ANSWERER=extractive $0" ;;
 esac
