@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.crawling import REPO
 from tests.site_server import SiteServer
-from tests.support.crawling import page
+from tests.support.crawling import mount_tmpfs, page
 
 # -- processes -------------------------------------------------------------------------------
 
@@ -147,16 +147,6 @@ def test_killed_run_leaves_no_process_behind(slow_site: SiteServer, tmp_path: Pa
 # -- a full disk -----------------------------------------------------------------------------
 
 
-def _mount_tmpfs(folder: Path, size: str) -> bool:
-    """A small tmpfs at ``folder`` (a real ENOSPC), when this machine lets us mount one (root, no seccomp)."""
-    try:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                              capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
 def _limit_file_size(limit: int) -> Callable[[], None]:
     """preexec_fn: writes past ``limit`` bytes fail with EFBIG ("File too large") instead of killing the process."""
     def apply() -> None:
@@ -172,7 +162,7 @@ def small_disk(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], None] | None
     """A folder whose disk fills after about 3 MB: a tmpfs, or else a file size limit for the crawl."""
     folder = tmp_path / "disk"
     folder.mkdir()
-    if _mount_tmpfs(folder, "3m"):
+    if mount_tmpfs(folder, "3m"):
         try:
             yield folder, None
         finally:

@@ -20,6 +20,7 @@ import pytest
 
 from tests.fake_ollama import Fail, FakeOllama, Slow, Trickle
 from tests.site_server import SiteServer
+from tests.support.crawling import mount_tmpfs
 from tests.support.run import GARDEN, LIGHTHOUSE, QUESTIONS, WEBQA, WIDGET, lines, quoting_responder, read_jsonl, rows, webqa
 
 
@@ -393,20 +394,11 @@ def test_a_second_signal_stops_a_run_waiting_on_the_model_and_the_next_run_is_no
 # A full disk while answering
 
 
-def _mount_tmpfs(folder: Path, size: str) -> bool:
-    try:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                              capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
 def test_a_full_disk_while_answering_is_one_error_line_and_resume_keeps_the_answers(tmp_path: Path,
                                                                                     llm: FakeOllama) -> None:
     db, out = tmp_path / "w.duckdb", tmp_path / "out"
     out.mkdir()
-    if not _mount_tmpfs(out, "256k"):
+    if not mount_tmpfs(out, "256k"):
         pytest.skip("cannot mount a small tmpfs here (needs root): no way to fill a disk for real")
     site = site_with_pages()
     try:

@@ -156,3 +156,13 @@ def chunk_ids(db: Path, url: str | None = None) -> set[str]:
     if url is None:
         return {r[0] for r in rows(db, "SELECT chunk_id FROM chunks")}
     return {r[0] for r in rows(db, "SELECT chunk_id FROM chunks WHERE url = ?", [url])}
+
+
+def mount_tmpfs(folder: Path, size: str) -> bool:
+    """A small tmpfs at ``folder`` (a real ENOSPC), when this machine lets us mount one (root, no seccomp)."""
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
