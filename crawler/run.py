@@ -148,6 +148,43 @@ def gather_urls(options: CrawlOptions) -> tuple[list[ListedUrl], list[UrlProblem
     return collect_urls(entries)
 
 
+@dataclass
+class CrawlPlan:
+    """What a crawl reads from the store before Scrapy starts, so the Scrapy components never see DuckDB."""
+
+    listed: list[ListedUrl]
+    problems: list[UrlProblem]
+    following: bool  # links are followed (depth > 0)
+    links: dict[str, list[str]]  # stored out-links, url → targets (only when following)
+    fresh: set[str]  # URLs fetched or confirmed recently enough not to be requested (recrawl_after, resume)
+    validators: dict[str, tuple[str | None, str | None]]  # url → (ETag, Last-Modified) for conditional GETs
+
+    def fresh_listed(self) -> list[ListedUrl]:
+        return [u for u in self.listed if u.url in self.fresh]
+
+    def nothing_to_request(self) -> bool:
+        """Every listed URL is fresh, and none leads on to stored links (fresh pages do, within the depth)."""
+        fresh = self.fresh_listed()
+        return len(fresh) == len(self.listed) and not (self.following and any(self.links.get(u.url) for u in fresh))
+
+
+def plan_crawl(options: CrawlOptions, store: Store,
+               gathered: tuple[list[ListedUrl], list[UrlProblem]] | None = None) -> CrawlPlan:
+    listed, problems = gathered if gathered is not None else gather_urls(options)
+    following = options.depth > 0 and options.follow != "none"
+    stored = store.validators()
+    links = store.page_links() if following else {}
+    if following:
+        # A page stored before webqa kept links is downloaded in full once, so that it can lead on.
+        stored = {url: v for url, v in stored.items() if url in links}
+    fresh: set[str] = set()
+    cutoff = fresh_cutoff(options)
+    if cutoff is not None:
+        fresh = {url for url, v in stored.items() if v.fetched_at and v.fetched_at >= cutoff}
+    validators = {url: (v.etag, v.last_modified) for url, v in stored.items() if v.etag or v.last_modified}
+    return CrawlPlan(listed, problems, following, links, fresh, validators)
+
+
 def fresh_cutoff(options: CrawlOptions) -> datetime | None:
     """Pages fetched or confirmed at or after this time are not fetched again in this crawl."""
     cutoffs = [options.fresh_since] if options.fresh_since is not None else []
@@ -281,39 +318,27 @@ def _run_crawl(options: CrawlOptions, db_path: Path, shutdown: GracefulShutdown,
     from crawler.spiders.urls import UrlsSpider
     from pipelines.store_pipeline import STORAGE_ERROR_STAT
 
-    listed, problems = gather_urls(options)
-
-    following = options.depth > 0 and options.follow != "none"
+    gathered = gather_urls(options)  # a bad URL file is one line before the database is opened
     # Opening the store here also turns "database in use" into one line before Scrapy starts.
     with Store.open(db_path) as store:
-        stored = store.validators()
-        links = store.page_links() if following else {}
-    if following:
-        # A page stored before webqa kept links is downloaded in full once, so that it can lead on.
-        stored = {url: v for url, v in stored.items() if url in links}
-    fresh_urls: set[str] = set()
-    cutoff = fresh_cutoff(options)
-    if cutoff is not None:
-        fresh_urls = {url for url, v in stored.items() if v.fetched_at and v.fetched_at >= cutoff}
-    fresh = [u for u in listed if u.url in fresh_urls]
-    validators = {url: (v.etag, v.last_modified) for url, v in stored.items() if v.etag or v.last_modified}
+        plan = plan_crawl(options, store, gathered)
+    problems = plan.problems
 
-    # Fresh pages are not requested, but within the depth they lead on to their stored links.
-    if len(fresh) == len(listed) and not (following and any(links.get(u.url) for u in fresh)):
-        if fresh:
-            return CrawlSummary(None, {}, problems, len(fresh), time.monotonic() - started)
+    if plan.nothing_to_request():
+        if plan.fresh_listed():
+            return CrawlSummary(None, {}, problems, len(plan.fresh_listed()), time.monotonic() - started)
         detail = f": {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") if problems else ""
         raise NothingToDoError(f"no valid URL to crawl{detail}")
 
     settings = Settings()
     settings.setmodule("crawler.settings", priority="project")
-    settings.update(crawl_settings(options, db_path, validators), priority="cmdline")
+    settings.update(crawl_settings(options, db_path, plan.validators), priority="cmdline")
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(UrlsSpider)
     process.crawl(
-        crawler, listed=listed, problems=problems, depth=options.depth, max_pages=options.max_pages,
+        crawler, listed=plan.listed, problems=problems, depth=options.depth, max_pages=options.max_pages,
         allow=list(options.allow), deny=list(options.deny), follow=options.follow,
-        stored_links=links, fresh=fresh_urls,
+        stored_links=plan.links, fresh=plan.fresh,
     )
     shutdown.attach(process, crawler)
     if shutdown.signal_name is not None:  # it came while the crawl was being set up: do not start it

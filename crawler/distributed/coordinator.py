@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 from crawler.distributed.items import decode_item, encode_item
 from crawler.distributed.queue import DEFAULT_LEASE_SECONDS, Frontier, JsonSerializer, Keys, connect, delete_namespace
 from pipelines.items import ExtractedPage, FetchOutcome
-from crawler.run import CrawlOptions, CrawlSummary, allows_private_networks, fresh_cutoff, gather_urls
+from crawler.run import CrawlOptions, CrawlPlan, CrawlSummary, allows_private_networks, plan_crawl
 from pipelines.errors import ConfigError, Interrupted, NothingToDoError
 from pipelines.store import Store
 from pipelines.store_pipeline import StorePipeline
@@ -114,20 +114,8 @@ class Writer:
 
 
 def _prepare(options: CrawlOptions, store: Store) -> dict[str, Any]:
-    """What ``run_crawl`` reads before Scrapy starts: URLs, problems, stored links, fresh pages, validators."""
-    listed, problems = gather_urls(options)
-    following = options.depth > 0 and options.follow != "none"
-    stored = store.validators()
-    links = store.page_links() if following else {}
-    if following:
-        stored = {url: v for url, v in stored.items() if url in links}
-    fresh_urls: set[str] = set()
-    cutoff = fresh_cutoff(options)
-    if cutoff is not None:
-        fresh_urls = {url for url, v in stored.items() if v.fetched_at and v.fetched_at >= cutoff}
-    validators = {url: (v.etag, v.last_modified) for url, v in stored.items() if v.etag or v.last_modified}
-    return {"listed": listed, "problems": problems, "links": links, "fresh": fresh_urls, "validators": validators,
-            "following": following}
+    """What ``run_crawl`` reads before Scrapy starts (crawler.run.plan_crawl), by name."""
+    return vars(plan_crawl(options, store))
 
 
 def _config(options: CrawlOptions, prep: dict[str, Any], lease_seconds: float) -> dict[str, Any]:
@@ -198,9 +186,7 @@ class Coordinator:
             return self._finish(store, writer, crawl, problems, started)
 
     def _all_fresh(self, prep: dict[str, Any]) -> bool:
-        fresh = [u for u in prep["listed"] if u.url in prep["fresh"]]
-        return len(fresh) == len(prep["listed"]) and not (
-            prep["following"] and any(prep["links"].get(u.url) for u in fresh))
+        return CrawlPlan(**prep).nothing_to_request()
 
     def _nothing_to_fetch(self, prep: dict[str, Any], started: float) -> CrawlSummary:
         fresh = [u for u in prep["listed"] if u.url in prep["fresh"]]
