@@ -85,20 +85,22 @@ class QuestionFunnel:
     def answerable(self) -> bool:
         return bool(self.question.expect)
 
-    def lost_at(self, method: str, k: int = 5) -> str | None:
-        """The first stage that lost the answer for this method, or None if it is in the top k."""
-        if not self.answerable:
-            return None
+    def lost_upstream(self) -> str | None:
+        """The stage before selection that lost the answer (fetch, cleaning, chunking), or None."""
         if self.in_html is False:
             return "fetch"
         if self.in_text is False:
             return "cleaning"
         if not self.answer_chunks:
             return "chunking"
-        rank = self.ranks.get(method)
-        if rank is None or rank > k:
-            return "selection"
         return None
+
+    def lost_at(self, method: str, k: int = 5) -> str | None:
+        """The first stage that lost the answer for this method, or None if it is in the top k."""
+        if not self.answerable:
+            return None
+        rank = self.ranks.get(method)
+        return self.lost_upstream() or ("selection" if rank is None or rank > k else None)
 
     def lost_before_prompt(self, method: str) -> str | None:
         """The stage that kept the answer out of the first prompt, or None when it was sent.
@@ -107,13 +109,7 @@ class QuestionFunnel:
         """
         if not self.answerable or self.in_prompt.get(method, False):
             return None
-        if self.in_html is False:
-            return "fetch"
-        if self.in_text is False:
-            return "cleaning"
-        if not self.answer_chunks:
-            return "chunking"
-        return "packing" if self.ranks.get(method) is not None else "selection"
+        return self.lost_upstream() or ("packing" if self.ranks.get(method) is not None else "selection")
 
 
 @dataclass(frozen=True)
