@@ -192,7 +192,10 @@ def test_full_disk_stops_the_crawl_with_one_error_and_exit_3(site: SiteServer, s
     assert len(errors) == 1, result.stderr
     assert str(db) in errors[0] and ("No space left on device" in errors[0] or "File too large" in errors[0]), errors[0]
     counts = summary(result, "stderr")
-    assert 0 < counts["fetched"] < len(urls)  # the disk filled midway
+    # The disk filled before the end. How many pages made it depends on how writes fell into batches
+    # (a refused batch's space may not come back for the page-by-page retry): what matters is below,
+    # that every page called fetched is stored.
+    assert counts["fetched"] < len(urls)
 
     # A copy on a disk with room: DuckDB may need space to replay its write-ahead log.
     copy = tmp_path / "copy"
