@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import threading
+from contextlib import AbstractContextManager
 from types import FrameType
 from typing import Any
 
@@ -21,10 +21,10 @@ from scrapy.crawler import Crawler, CrawlerProcess
 from scrapy.utils.defer import deferred_from_coro
 
 from crawler.closespider import release_queued_requests
+from pipelines.signals import stop_signals
 
 log = logging.getLogger(__name__)
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
 INTERRUPTED_REASON = "not fetched: the crawl was interrupted"
 
 
@@ -43,7 +43,7 @@ class GracefulShutdown:
         self.crawler: Crawler | None = None
         self.signal_name: str | None = None  # the first signal received, e.g. "SIGTERM"
         self.immediate = False  # a second signal came
-        self._previous: dict[int, Any] = {}
+        self._installed: AbstractContextManager[None] | None = None
         self._polls = 0
 
     def attach(self, process: CrawlerProcess, crawler: Crawler) -> None:
@@ -51,14 +51,14 @@ class GracefulShutdown:
         self.crawler = crawler
 
     def __enter__(self) -> GracefulShutdown:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {s: signal.signal(s, self._handle) for s in SIGNALS}
+        self._installed = stop_signals(self._handle)
+        self._installed.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous = {}
+        if self._installed is not None:
+            self._installed.__exit__(None, None, None)
+            self._installed = None
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         from twisted.internet import reactor

@@ -20,7 +20,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +39,7 @@ from jobs.lock import RunLock
 from jobs.report import answer_row_json, outcome_json, write_csv, write_jsonl_line, write_markdown_report
 from jobs.select import Selector
 from crawler.run import SHOWN_FAILURES
+from pipelines.signals import stop_signals
 from pipelines.store import IN_PROGRESS, RunStore
 
 log = logging.getLogger(__name__)
@@ -191,24 +192,15 @@ def crawl_options(job: JobConfig, options: RunOptions, fresh_since: datetime | N
     )
 
 
-@contextmanager
-def _stop_after_current(flag: threading.Event) -> Iterator[None]:
+def _stop_after_current(flag: threading.Event) -> AbstractContextManager[None]:
     """SIGTERM/SIGINT: finish the question in hand, then stop and mark the run interrupted."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def handler(signum: int, frame: Any) -> None:
         if flag.is_set():
             raise KeyboardInterrupt  # a second signal means now
         flag.set()
 
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+    return stop_signals(handler)
 
 
 class RunSignals:
@@ -225,17 +217,17 @@ class RunSignals:
         self.received: str | None = None  # the first signal, e.g. "SIGTERM"
         self.count = 0
         self.started = False  # the run row exists: note the first signal instead of stopping at once
-        self._previous: dict[int, Any] = {}
+        self._installed: AbstractContextManager[None] | None = None
 
     def __enter__(self) -> RunSignals:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGTERM, signal.SIGINT)}
+        self._installed = stop_signals(self._handle)
+        self._installed.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for sig, old in self._previous.items():
-            signal.signal(sig, old)
-        self._previous = {}
+        if self._installed is not None:
+            self._installed.__exit__(None, None, None)
+            self._installed = None
 
     def _handle(self, signum: int, _frame: Any) -> None:
         self.count += 1

@@ -19,8 +19,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,6 +27,7 @@ from urllib.parse import urlsplit
 from crawler.distributed.items import decode_item, encode_item
 from crawler.distributed.queue import DEFAULT_LEASE_SECONDS, Frontier, JsonSerializer, Keys, connect, delete_namespace
 from pipelines.items import ExtractedPage, FetchOutcome
+from pipelines.signals import stop_signals
 from crawler.run import CrawlOptions, CrawlPlan, CrawlSummary, allows_private_networks, plan_crawl
 from pipelines.errors import ConfigError, Interrupted, NothingToDoError
 from pipelines.store import Store
@@ -268,17 +268,11 @@ class Coordinator:
             if not wrote:
                 time.sleep(POLL)
 
-    @contextmanager
-    def _signals(self) -> Iterator[None]:
+    def _signals(self) -> AbstractContextManager[None]:
         def stop(signum: int, frame: Any) -> None:
             self.signal_name = signal.Signals(signum).name
 
-        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        return stop_signals(stop)
 
     def _finish(self, store: Store, writer: Writer, crawl: dict[str, Any], problems: list[Any],
                 started: float) -> CrawlSummary:
