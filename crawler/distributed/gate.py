@@ -219,11 +219,12 @@ class GateMiddleware:
                 asked = time.monotonic()
                 booked, wait, slot_ms = self.gate.acquire(host, token, max(0.0, deadline - asked))
                 if booked:
-                    # The slot is `wait` after Redis answered; sleep until it and send, no second round trip.
-                    due = time.monotonic() + wait
+                    # Sleep until the slot and send, no second round trip. Redis ran the script after
+                    # `asked`: asked + wait is no later than the slot, the right end to count lateness from
+                    # (from the answer's arrival, a worker descheduled meanwhile would count too little).
                     if wait > 0:
                         await _sleep(wait)
-                    request.meta["webqa_gate"] = (host, token, due, slot_ms)
+                    request.meta["webqa_gate"] = (host, token, asked + wait, slot_ms)
                     return None
                 if time.monotonic() + wait > deadline:
                     raise GateWaitTooLong(f"politeness gate: {host} had no free turn within {self.max_wait:g} s")
