@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 
 from crawler.distributed.items import decode_item, encode_item
 from crawler.distributed.queue import (
-    DEFAULT_LEASE_SECONDS, REGISTRY, Frontier, JsonSerializer, Keys, connect, crawl_prefix, delete_namespace,
+    DEFAULT_LEASE_SECONDS, REGISTRY, Frontier, JsonSerializer, Keys, RedisLost, connect, crawl_prefix,
+    delete_namespace,
 )
 from pipelines.items import ExtractedPage, FetchOutcome
 from pipelines.signals import stop_signals
@@ -173,6 +174,15 @@ class Coordinator:
     # -- the run -----------------------------------------------------------------------------------
 
     def run(self) -> CrawlSummary:
+        import redis as redis_lib
+
+        try:
+            return self._run()
+        except redis_lib.RedisError as exc:
+            raise RedisLost(f"lost Redis at {self.redis_url}: {exc}; the pages written so far are stored, and "
+                            "running this command again when Redis is back carries on from what Redis kept") from None
+
+    def _run(self) -> CrawlSummary:
         started = time.monotonic()
         self._wait_for_dead_coordinator()
         crawl = self._load_crawl()
@@ -361,12 +371,13 @@ class Coordinator:
                 f"see `SELECT url, reason FROM fetch_log WHERE crawl_run_id = {crawl_run_id}` in {self.db_path}",
                 summary,
             )
-        if dead:
+        if dead or requeued:
+            # A lease expires only when its worker stopped renewing: dead, cut off, or stuck a whole lease.
+            who = (f" ({', '.join(dead[:3])}{', …' if len(dead) > 3 else ''})" if dead else "")
             raise WorkersLost(
-                f"{len(dead)} worker{'s' if len(dead) > 1 else ''} stopped mid-crawl without finishing "
-                f"({', '.join(dead[:3])}{', …' if len(dead) > 3 else ''}); {requeued} leased request"
-                f"{'s' if requeued != 1 else ''} went back to the queue when the leases expired and every URL "
-                "is stored or failed with a reason (fetch_log)", summary)
+                f"{len(dead) or 'a'} worker{'s' if len(dead) > 1 else ''} stopped mid-crawl without finishing{who}; "
+                f"{requeued} leased request{'s' if requeued != 1 else ''} went back to the queue when the leases "
+                "expired, and every URL is stored or failed with a reason (fetch_log)", summary)
         return summary
 
     # -- the robots.txt cache across runs: file next to the database ⇄ the crawl's shared verdicts ----

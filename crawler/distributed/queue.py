@@ -30,6 +30,8 @@ from urllib.parse import urlsplit
 
 import redis
 from scrapy_redis.queue import Base
+
+from pipelines.errors import ExitCode, WebqaError
 from scrapy_redis.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,12 @@ REGISTRY = f"{PREFIX}:crawls"
 DEFAULT_LEASE_SECONDS = 60.0
 #: Every call to Redis gives up after this long: a dead Redis is an error, not a hang.
 SOCKET_TIMEOUT = 10.0
+
+
+class RedisLost(WebqaError):
+    """Redis stopped answering mid-crawl (exit 3): one line, what was stored stays, rerun to carry on."""
+
+    exit_code = ExitCode.FAILED
 
 
 def connect(url: str) -> redis.Redis:

@@ -23,9 +23,11 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
 
-from crawler.distributed.queue import REGISTRY, DEFAULT_LEASE_SECONDS, Admission, Frontier, Keys, connect
+from crawler.distributed.queue import (
+    DEFAULT_LEASE_SECONDS, REGISTRY, Admission, Frontier, Keys, RedisLost, connect,
+)
 from crawler.spiders.urls import UrlsSpider
-from pipelines.errors import ConfigError, ExitCode, NothingToDoError, WebqaError
+from pipelines.errors import ConfigError, NothingToDoError
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +35,6 @@ log = logging.getLogger(__name__)
 RENEW_SHARE = 1 / 3
 #: How often an idle worker asks the shared queue again (Scrapy's own heartbeat is 5 s).
 IDLE_POLL = 0.1
-
-
-class RedisLost(WebqaError):
-    """Redis could not be reached for a whole lease: the worker's leases are gone, so it stops (exit 3)."""
-
-    exit_code = ExitCode.FAILED
 
 
 class DistributedUrlsSpider(UrlsSpider):
@@ -120,9 +116,10 @@ class DistributedUrlsSpider(UrlsSpider):
         assert self.frontier is not None
         try:
             self.frontier.renew()
-            self.frontier.r.hset(self.keys.workers, self.frontier.token, time.time())
             # Interrupted coordinator: take nothing more from the queue, finish what is in flight.
             self.frontier.stopping = self.crawl_over()
+            if not self.frontier.stopping:  # a beat after the crawl's keys are gone would outlive it
+                self.frontier.r.hset(self.keys.workers, self.frontier.token, time.time())
             self._redis_ok = time.monotonic()
         except Exception as exc:  # noqa: BLE001 - a Redis hiccup must not kill the loop; leases last 3 renewals
             silent = time.monotonic() - self._redis_ok
