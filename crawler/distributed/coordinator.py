@@ -179,7 +179,7 @@ class Coordinator:
         try:
             return self._run()
         except redis_lib.RedisError as exc:
-            raise RedisLost(f"lost Redis at {self.redis_url}: {exc}; the pages written so far are stored, and "
+            raise RedisLost(f"lost Redis at {self.redis_url}: {str(exc).rstrip('.')}; the pages written so far are stored, and "
                             "running this command again when Redis is back carries on from what Redis kept") from None
 
     def _run(self) -> CrawlSummary:

@@ -10,8 +10,9 @@ machine is counted:
   ``slot + delay + margin``; the worker sleeps until its slot and sends, with no second round trip.
   The margin (5 ms) covers the spread between two workers' wake-up-to-wire times;
 * a host is booked only while fewer than ``concurrency`` requests hold it: the next booking waits for
-  the release at the end of the previous download (a hold expires by itself after the download
-  timeout, should its worker die). A worker refused waits until the holder's slot, then asks again;
+  the release at the end of the previous download (should its worker die, the hold goes when the
+  worker's alive key expires, a lease after its last beat). A worker refused waits until the holder's
+  slot, then asks again;
 * the release may push ``next_at`` further: the answer came ``late`` after the slot, so the server saw
   the request at ``slot + late`` at the latest, and the next slot is no sooner than ``delay`` after that.
   On an idle machine and a near server the answer comes within the margin and nothing moves; on a
@@ -30,7 +31,10 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
+import socket
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, urlsplit
 
@@ -62,10 +66,16 @@ _NOW = "local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + math.f
 _DELAY = "local delay = math.max(tonumber(ARGV[1]), tonumber(redis.call('HGET', KEYS[1], 'crawl_delay') or '0'))\n"
 _NEXT = "local next_at = tonumber(redis.call('HGET', KEYS[1], 'next_at') or '0')\n"
 
-# KEYS: host hash, holders. ARGV: delay ms, concurrency, hold ms, token, margin ms, max wait ms.
+# KEYS: host hash, holders. ARGV: delay ms, concurrency, hold ms, token (owner#n), margin ms, max wait ms,
+# the prefix of the owners' alive keys (GateMiddleware sets its own while it lives).
 # Returns {1, ms until the booked slot, the slot} or {0, ms to wait before asking again}.
 ACQUIRE = _NOW + _DELAY + _NEXT + """
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+-- A hold whose worker stopped saying it is alive (killed) frees the host now, not after the hold.
+for _, holder in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  local owner = string.match(holder, '^(.*)#')
+  if owner and redis.call('EXISTS', ARGV[7] .. owner) == 0 then redis.call('ZREM', KEYS[2], holder) end
+end
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[2]) then
   -- held: the earliest holder's slot (its score less the hold) is when its release may come soonest
   local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
@@ -122,6 +132,7 @@ class Gate:
         self.delay = delay
         self.hosts = hosts or {}
         self.hold_ms = _ms(hold_seconds)
+        self.alive_prefix = f"{keys.prefix}:alive:"
         self.margin_ms = _ms(margin)
         self._acquire = client.register_script(ACQUIRE)
         self._release = client.register_script(RELEASE)
@@ -139,7 +150,7 @@ class Gate:
         delay, concurrency = self.policy(host)
         booked, wait_ms, *slot = self._acquire(
             keys=[self.keys.gate(host), self.keys.gate_holders(host)],
-            args=[_ms(delay), concurrency, self.hold_ms, token, self.margin_ms, _ms(max_wait)])
+            args=[_ms(delay), concurrency, self.hold_ms, token, self.margin_ms, _ms(max_wait), self.alive_prefix])
         if booked:
             return True, int(wait_ms) / 1000, int(slot[0]) if slot else 0
         return False, max(BUSY_POLL, int(wait_ms) / 1000 + BUSY_POLL), 0
@@ -197,20 +208,46 @@ class GateMiddleware:
         self._tokens = itertools.count(1)
         # One asker per host in this process; the others wait here, not in Redis (no thundering herd).
         self._turns: dict[str, DeferredLock] = {}
-        self._prefix = f"{id(self):x}:{time.time_ns()}"
+        # The owner of this process's holds; its alive key lasts a lease and is renewed every third of it.
+        self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._alive_seconds = max(1, int(round(crawler.settings.getfloat("WEBQA_LEASE_SECONDS", 60.0))))
+        self._beat_loop: Any = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> GateMiddleware:
         mw = cls(crawler, gate_from_settings(crawler), crawler.settings.getfloat("WEBQA_GATE_MAX_WAIT", DEFAULT_MAX_WAIT))
         # Fires for every request leaving the downloader, answered or failed.
         crawler.signals.connect(mw._left, signal=signals.request_left_downloader)
+        crawler.signals.connect(mw._opened, signal=signals.spider_opened)
+        crawler.signals.connect(mw._closed, signal=signals.spider_closed)
         return mw
+
+    def _opened(self) -> None:
+        from twisted.internet import task
+
+        self._beat()
+        self._beat_loop = task.LoopingCall(self._beat)
+        self._beat_loop.start(self._alive_seconds / 3, now=False)
+
+    def _beat(self) -> None:
+        try:
+            self.gate.r.set(self.gate.alive_prefix + self._owner, 1, ex=self._alive_seconds)
+        except Exception as exc:  # noqa: BLE001 - a missed beat frees this worker's holds early, nothing worse
+            log.warning("Cannot tell Redis this worker's gate holds are alive: %s", exc)
+
+    def _closed(self) -> None:
+        if self._beat_loop is not None and self._beat_loop.running:
+            self._beat_loop.stop()
+        try:
+            self.gate.r.delete(self.gate.alive_prefix + self._owner)
+        except Exception:  # noqa: BLE001 - it expires anyway
+            pass
 
     async def process_request(self, request: Request) -> None:
         host = _host(request.url)
         if not host:
             return None
-        token = f"{self._prefix}:{next(self._tokens)}"
+        token = f"{self._owner}#{next(self._tokens)}"
         deadline = time.monotonic() + self.max_wait
         turn = self._turns.setdefault(host, DeferredLock())
         await maybe_deferred_to_future(turn.acquire())

@@ -332,8 +332,11 @@ class LeasedQueue(Base):
     def pop(self, timeout: int = 0) -> Any:
         try:
             found = None if self.frontier.stopping else self.frontier.pop()
+            self._failing = False
         except redis.RedisError as exc:  # the worker's lease renewal decides when Redis has been gone too long
-            log.warning("Cannot take a request from Redis: %s", exc)
+            if not getattr(self, "_failing", False):  # once per outage, not every heartbeat
+                log.warning("Cannot take a request from Redis: %s", exc)
+            self._failing = True
             return None
         if found is None:
             return None

@@ -126,7 +126,7 @@ class DistributedUrlsSpider(UrlsSpider):
             log.warning("Cannot renew leases in Redis (for %.0f s): %s", silent, exc)
             if silent >= self.frontier.lease_ms / 1000 and self.redis_lost is None:
                 # Every lease this worker held has expired and gone back to the queue: stop, and say so.
-                self.redis_lost = f"lost Redis for {silent:.0f} s, longer than a lease: {exc}"
+                self.redis_lost = f"lost Redis for {silent:.0f} s, longer than a lease: {str(exc).rstrip('.')}"
                 self.frontier.stopping = True
                 from scrapy.utils.defer import deferred_from_coro
 
