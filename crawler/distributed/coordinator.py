@@ -32,7 +32,7 @@ from crawler.distributed.queue import (
 from pipelines.items import ExtractedPage, FetchOutcome
 from pipelines.signals import stop_signals
 from crawler.run import CrawlOptions, CrawlPlan, CrawlSummary, allows_private_networks, plan_crawl
-from pipelines.errors import ConfigError, ExitCode, Interrupted, NothingToDoError
+from pipelines.errors import ConfigError, Interrupted, NothingToDoError
 from pipelines.store import Store
 from pipelines.store_pipeline import StorePipeline
 
@@ -44,14 +44,6 @@ HEARTBEAT_SECONDS = 10
 POLL = 0.25
 #: How often it says it is alive, returns expired leases to the queue and looks for dead workers.
 BEAT_EVERY = 1.0
-
-
-class WorkersLost(NothingToDoError):
-    """Workers stopped mid-crawl without finishing (killed, crashed, cut off from Redis). Nothing is lost
-    (their leased requests went back to the queue when the leases expired), but cron hears of it: exit 1,
-    after the crawl's summary, as for failed URLs. A NothingToDoError only for the CLI's summary path."""
-
-    exit_code = ExitCode.PARTIAL
 
 
 def _env_float(name: str, default: float) -> float:
@@ -373,11 +365,12 @@ class Coordinator:
             )
         if dead or requeued:
             # A lease expires only when its worker stopped renewing: dead, cut off, or stuck a whole lease.
+            # Nothing is lost, but cron hears of it: the CLI prints this after the summary and exits 1.
             who = (f" ({', '.join(dead[:3])}{', …' if len(dead) > 3 else ''})" if dead else "")
-            raise WorkersLost(
+            summary.workers_lost = (
                 f"{len(dead) or 'a'} worker{'s' if len(dead) > 1 else ''} stopped mid-crawl without finishing{who}; "
                 f"{requeued} leased request{'s' if requeued != 1 else ''} went back to the queue when the leases "
-                "expired, and every URL is stored or failed with a reason (fetch_log)", summary)
+                "expired, and every URL is stored or failed with a reason")
         return summary
 
     # -- the robots.txt cache across runs: file next to the database ⇄ the crawl's shared verdicts ----
