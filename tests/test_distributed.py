@@ -288,6 +288,24 @@ def test_killed_writer_resumes_from_redis_without_duplicates(procs: Procs) -> No
         site.stop()
 
 
+def test_worker_gives_up_on_a_coordinator_killed_and_not_restarted(procs: Procs) -> None:
+    site, seeds, _every = _site(20, slow=0.2)
+    try:
+        coordinator = procs.coordinator(seeds, "--depth", "1", "--delay", "0.5")
+        procs.env["WEBQA_REDIS_COORDINATOR_WAIT"] = "1"
+        worker = procs.worker()
+        _wait_for(lambda: sum(1 for r in site.log if r.path.startswith("/p")) >= 2, 60, "the first pages")
+        coordinator.send_signal(signal.SIGKILL)
+        coordinator.wait(10)
+        # Its heartbeat key expires (10 s), then the worker waits 1 s more and stops, in one line.
+        out = procs.finish(worker, 60)
+        assert worker.returncode == 3, out[-3000:]
+        errors = [line for line in out.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1 and "coordinator has not been heard of" in errors[0], out[-3000:]
+    finally:
+        site.stop()
+
+
 def test_two_crawls_share_one_redis_without_mixing_frontiers(procs: Procs) -> None:
     import redis
 

@@ -171,8 +171,9 @@ class Coordinator:
         try:
             return self._run()
         except redis_lib.RedisError as exc:
-            raise RedisLost(f"lost Redis at {self.redis_url}: {str(exc).rstrip('.')}; the pages written so far are stored, and "
-                            "running this command again when Redis is back carries on from what Redis kept") from None
+            raise RedisLost(f"lost Redis at {self.redis_url}: {str(exc).rstrip('.')}; the pages written so far are "
+                            "stored, and this command run again when Redis is back carries on from what Redis kept"
+                            ) from None
 
     def _run(self) -> CrawlSummary:
         started = time.monotonic()

@@ -27,7 +27,7 @@ from crawler.distributed.queue import (
     DEFAULT_LEASE_SECONDS, REGISTRY, Admission, Frontier, Keys, RedisLost, connect,
 )
 from crawler.spiders.urls import UrlsSpider
-from pipelines.errors import ConfigError, NothingToDoError
+from pipelines.errors import ConfigError, NothingToDoError, WebqaError
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,13 @@ log = logging.getLogger(__name__)
 RENEW_SHARE = 1 / 3
 #: How often an idle worker asks the shared queue again (Scrapy's own heartbeat is 5 s).
 IDLE_POLL = 0.1
+#: How long a worker waits for a coordinator that stopped beating (killed, not restarted) before it
+#: gives up with an error; WEBQA_REDIS_COORDINATOR_WAIT overrides it.
+COORDINATOR_WAIT = 600.0
+
+
+class CoordinatorLost(WebqaError):
+    """The crawl's coordinator stopped beating and did not come back within the wait (exit 3)."""
 
 
 class DistributedUrlsSpider(UrlsSpider):
@@ -49,7 +56,9 @@ class DistributedUrlsSpider(UrlsSpider):
         self.crawl_id = crawl_id
         self.keys = frontier.keys if frontier is not None else Keys()
         self.redis_lost: str | None = None  # why the worker stopped early, for run_worker's Error line
-        self._redis_ok = time.monotonic()
+        self.coordinator_lost: str | None = None
+        self._redis_ok = self._coordinator_seen = time.monotonic()
+        self.coordinator_wait = _env_seconds("WEBQA_REDIS_COORDINATOR_WAIT", COORDINATOR_WAIT)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> DistributedUrlsSpider:
@@ -120,21 +129,32 @@ class DistributedUrlsSpider(UrlsSpider):
             self.frontier.stopping = self.crawl_over()
             if not self.frontier.stopping:  # a beat after the crawl's keys are gone would outlive it
                 self.frontier.r.hset(self.keys.workers, self.frontier.token, time.time())
-            self._redis_ok = time.monotonic()
+            now = self._redis_ok = time.monotonic()
+            if self.frontier.r.exists(self.keys.coordinator):
+                self._coordinator_seen = now
+            elif now - self._coordinator_seen > self.coordinator_wait and self.coordinator_lost is None:
+                self.coordinator_lost = (
+                    f"the crawl's coordinator has not been heard of for {now - self._coordinator_seen:.0f} s (killed "
+                    "and not restarted?); the crawl waits in Redis: rerun its `webqa crawl --redis` command and "
+                    "start workers again")
+                self._stop("coordinator_lost")
         except Exception as exc:  # noqa: BLE001 - a Redis hiccup must not kill the loop; leases last 3 renewals
             silent = time.monotonic() - self._redis_ok
             log.warning("Cannot renew leases in Redis (for %.0f s): %s", silent, exc)
             if silent >= self.frontier.lease_ms / 1000 and self.redis_lost is None:
                 # Every lease this worker held has expired and gone back to the queue: stop, and say so.
                 self.redis_lost = f"lost Redis for {silent:.0f} s, longer than a lease: {str(exc).rstrip('.')}"
-                self.frontier.stopping = True
-                from scrapy.utils.defer import deferred_from_coro
+                self._stop("redis_lost")
 
-                self._closing = deferred_from_coro(
-                    self.crawler.engine.close_spider_async(reason="redis_lost"))  # type: ignore[union-attr]
+    def _stop(self, reason: str) -> None:
+        from scrapy.utils.defer import deferred_from_coro
+
+        assert self.frontier is not None
+        self.frontier.stopping = True
+        self._closing = deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))  # type: ignore[union-attr]
 
     def _idle(self) -> None:
-        if self.redis_lost is None and not self.crawl_over():
+        if self.redis_lost is None and self.coordinator_lost is None and not self.crawl_over():
             raise DontCloseSpider("the coordinator has not ended the crawl")
 
     def crawl_over(self) -> bool:
@@ -159,6 +179,15 @@ class DistributedUrlsSpider(UrlsSpider):
                 self.frontier.r.hdel(self.keys.workers, self.frontier.token)
             except Exception:  # noqa: BLE001 - the coordinator forgets silent workers anyway
                 pass
+
+
+def _env_seconds(name: str, default: float) -> float:
+    import os
+
+    try:
+        return float(os.environ.get(name, "") or default)
+    except ValueError:
+        raise ConfigError(f"{name}={os.environ[name]!r}: expected a number of seconds") from None
 
 
 def _requests_first(output: Iterable[Any]) -> Iterator[Any]:
@@ -305,5 +334,7 @@ def run_worker(redis_url: str, *, wait: float = 600.0, extract_workers: int = 0,
     spider = crawler.spider
     if isinstance(spider, DistributedUrlsSpider) and spider.redis_lost is not None:
         raise RedisLost(f"worker stopped: {spider.redis_lost}; its requests go back to the queue for other workers")
+    if isinstance(spider, DistributedUrlsSpider) and spider.coordinator_lost is not None:
+        raise CoordinatorLost(f"worker stopped: {spider.coordinator_lost}")
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
     return WorkerSummary(crawl["id"], int(stats.get("item_scraped_count", 0)), time.monotonic() - started)
