@@ -8,7 +8,8 @@ machine is counted:
 
 * a booking takes the host's next free slot, ``max(now, next_at)``, and moves ``next_at`` to
   ``slot + delay + margin``; the worker sleeps until its slot and sends, with no second round trip.
-  The margin (5 ms) covers the spread between two workers' wake-up-to-wire times;
+  The margin (5 ms) covers the spread between two requests' slot-to-wire times where the lateness
+  below cannot (a host allowed ``concurrency`` above 1 is booked again before the previous answer);
 * a host is booked only while fewer than ``concurrency`` requests hold it: the next booking waits for
   the release at the end of the previous download (should its worker die, the hold goes when the
   worker's alive key expires, a lease after its last beat). A worker refused waits until the holder's
@@ -18,7 +19,8 @@ machine is counted:
   On an idle machine and a near server the answer comes within the margin and nothing moves; on a
   loaded one (a worker woken late, a request queued in the reactor) the gap at the server still holds;
 * ``delay`` is the larger of the job's (or the host's override) and robots.txt's Crawl-delay, which
-  the robots middleware records here; a Retry-After pauses the host for everyone (``pause``).
+  the robots middleware records here; a Retry-After pauses the host for everyone (``pause``), set
+  when the response is downloaded, before the release lets the next request book the host.
 
 All times are Redis's clock (``TIME``), the one clock workers on several machines share.
 
@@ -275,7 +277,10 @@ class GateMiddleware:
             host, token, due, slot_ms = held
             # The server saw the request before it answered: the answer's time, counted from the slot, bounds
             # when the request arrived, whatever the worker's own delays between its slot and the wire.
-            self.gate.release(host, token, max(0.0, time.monotonic() - due), slot_ms)
+            try:
+                self.gate.release(host, token, max(0.0, time.monotonic() - due), slot_ms)
+            except Exception as exc:  # noqa: BLE001 - the hold then ends with this worker's alive key
+                log.warning("Cannot release %s's politeness gate in Redis: %s", host, exc)
 
 
 class SharedRetryAfterMiddleware(RetryAfterMiddleware):
