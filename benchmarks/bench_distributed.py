@@ -8,8 +8,11 @@ each, one coordinator and N workers. Everything is measured at the server or in 
 * pages/s: pages requested / time between the first and the last page request (process start-up,
   which is seconds of imports, is not crawling);
 * efficiency: pages/s divided by the ceiling H/d, the most a polite crawler may send;
-* gap violations: same-host request pairs closer than d, over all hosts;
-* Redis cost per page: commands and the server's CPU time in them (INFO commandstats) per page.
+* gap violations: same-host request pairs closer than d, over all hosts; the gaps' spread (min, median,
+  90th percentile, max) tells a steady cost per request (median above d) from stalls (the tail);
+* Redis cost per page: commands (those run inside the Lua scripts included) and the server's CPU time in
+  them (INFO commandstats) per page;
+* the machine's 1-minute load average when the row ended: on a shared machine, the context of the rest.
 
 A crawl on one machine (no Redis) of the same site is measured the same way for comparison.
 """
@@ -58,8 +61,10 @@ def _measure(site: SiteServer, hosts: list[str], delay: float) -> dict[str, floa
         gaps += pairs
         violations += sum(1 for g in pairs if g < delay)
     rate = (len(records) - 1) / span
+    gaps.sort()
     return {"pages": len(records), "seconds": span, "rate": rate, "ceiling": len(hosts) / delay,
-            "efficiency": rate / (len(hosts) / delay), "violations": violations, "min_gap": min(gaps)}
+            "efficiency": rate / (len(hosts) / delay), "violations": violations, "min_gap": gaps[0],
+            "median_gap": gaps[len(gaps) // 2], "p90_gap": gaps[len(gaps) * 9 // 10], "max_gap": gaps[-1]}
 
 
 def _redis(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
@@ -133,13 +138,15 @@ def main() -> int:
     env = dict(os.environ, WEBQA_ALLOW_PRIVATE_NETWORKS="1", WEBQA_REDIS_GRACE="1")
     print(f"H={args.hosts} hosts, d={args.delay} s, {args.pages + 1} pages per host, ceiling H/d = "
           f"{args.hosts / args.delay:.1f} pages/s")
-    print("| workers | pages | pages/s | ceiling H/d | efficiency | gap violations | min gap (s) | Redis commands/page | Redis CPU µs/page |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| workers | pages | pages/s | ceiling H/d | efficiency | gap violations | same-host gap min / median / p90 / max (s) "
+          "| Redis commands/page | Redis CPU µs/page | load average |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n in [int(x) for x in args.workers.split(",")]:
         r = run_one(n, hosts, args.pages, args.delay, env)
         label = "one machine, no Redis" if n == 0 else str(n)
         print(f"| {label} | {r['pages']} | {r['rate']:.2f} | {r['ceiling']:.1f} | {r['efficiency']:.3f} | "
-              f"{r['violations']} | {r['min_gap']:.3f} | {r['redis_calls']:.1f} | {r['redis_usec']:.0f} |", flush=True)
+              f"{r['violations']} | {r['min_gap']:.3f} / {r['median_gap']:.3f} / {r['p90_gap']:.3f} / {r['max_gap']:.3f} | "
+              f"{r['redis_calls']:.1f} | {r['redis_usec']:.0f} | {os.getloadavg()[0]:.1f} |", flush=True)
     return 0
 
 

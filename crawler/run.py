@@ -87,6 +87,8 @@ class CrawlSummary:
     # The URLs that produced no page (fetch_log rows of this crawl: url, outcome, status, reason, and when a
     # stored copy was fetched), failed ones first.
     outcomes: list[dict[str, Any]] = field(default_factory=list)
+    # A crawl through Redis: workers that stopped mid-crawl (their leased requests were requeued), or None.
+    workers_lost: str | None = None
 
     @property
     def failures(self) -> list[dict[str, Any]]:

@@ -565,8 +565,11 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         _note(args, f"Skipped {problem}")
     _console(args).result(summary.line())
     _crawl_failures(args, summary)
+    if summary.workers_lost:  # a crawl through Redis: nothing lost, but cron hears of it
+        _console(args).important(f"Workers lost: {summary.workers_lost}")
     # A crawl stopped by --max-duration left URLs unfetched: partial, like failed ones.
-    return ExitCode.OK if not summary.failures and not summary.stopped_after else ExitCode.PARTIAL
+    return (ExitCode.OK if not summary.failures and not summary.stopped_after and not summary.workers_lost
+            else ExitCode.PARTIAL)
 
 
 def _crawl_failures(args: argparse.Namespace, summary: Any) -> None:

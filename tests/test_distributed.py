@@ -34,35 +34,67 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    """A private redis-server on loopback (no persistence), stopped after the test."""
+def _start_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A private redis-server on loopback (no persistence) and its URL."""
     for _attempt in range(5):
         port = _free_port()
         server = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path), "--save", "",
+            [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp), "--save", "",
              "--appendonly", "no"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and server.poll() is None:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
+                return server, f"redis://127.0.0.1:{port}/0"
             except OSError:
                 time.sleep(0.05)
-        if server.poll() is None:
-            break
-    else:
-        pytest.fail("redis-server did not start")
-    try:
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
+        _stop(server)
+    pytest.fail("redis-server did not start")
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    if server.poll() is None:
         server.terminate()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(5)
+    try:
+        server.wait(10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait(5)
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """A private redis-server on loopback, stopped after the test; the test may stop it sooner."""
+    server, url = _start_redis(tmp_path)
+    try:
+        yield server, url
+    finally:
+        _stop(server)
+
+
+@pytest.fixture
+def redis_url(redis_server: tuple[subprocess.Popen[bytes], str]) -> str:
+    return redis_server[1]
+
+
+def _lease_holders(url: str) -> set[int]:
+    """The pids of the workers holding leases now (a holder entry is "host:pid:uuid|score")."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+    pids = set()
+    for prefix in client.hkeys("webqa:crawls"):
+        for holder in client.hvals(prefix + b":holders"):
+            pids.add(int(holder.decode().split("|")[0].split(":")[1]))
+    return pids
+
+
+def _redis_keys(url: str) -> list[bytes]:
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+    return sorted(client.keys("*"))
 
 
 class Procs:
@@ -85,8 +117,9 @@ class Procs:
         self.logs[proc.pid] = log
         return proc
 
-    def coordinator(self, urls: list[str], *extra: str) -> subprocess.Popen[str]:
-        return self._start("coordinator", ["crawl", "--redis", self.redis_url, "--db", str(self.db), *extra, *urls])
+    def coordinator(self, urls: list[str], *extra: str, db: Path | None = None) -> subprocess.Popen[str]:
+        return self._start("coordinator", ["crawl", "--redis", self.redis_url, "--db", str(db or self.db), *extra,
+                                           *urls])
 
     def worker(self) -> subprocess.Popen[str]:
         return self._start("worker", ["worker", "--redis", self.redis_url, "--wait", "60", "--workers", "1"])
@@ -171,6 +204,7 @@ def test_three_workers_share_one_polite_gate_and_store_every_page_once(procs: Pr
             assert all(n == 1 for n in requested.values()), requested  # no page fetched twice
             # Server-side, across the three workers: the promised delay between requests to one host.
             assert site.min_gap(host, exclude_paths=()) >= 0.5
+        assert _redis_keys(procs.redis_url) == []  # the coordinator removed the crawl's keys at the end
     finally:
         site.stop()
 
@@ -180,17 +214,51 @@ def test_killed_worker_loses_no_url(procs: Procs) -> None:
     site, seeds, every = _site(5, slow=0.6)
     try:
         coordinator = procs.coordinator(seeds, "--depth", "1", "--delay", "0.2")
-        victim, survivor = procs.worker(), procs.worker()
+        workers = {w.pid: w for w in (procs.worker(), procs.worker())}
         _wait_for(lambda: sum(1 for r in site.log if r.path.startswith("/p")) >= 4, 60, "the first pages")
+        # The victim is a worker holding leases (a worker leases up to 32 requests ahead: one may hold all).
+        holders: set[int] = set()
+
+        def leased() -> bool:
+            holders.update(_lease_holders(procs.redis_url) & set(workers))
+            return bool(holders)
+
+        _wait_for(leased, 60, "a worker holding leases")
+        victim = workers.pop(min(holders))
+        survivor = next(iter(workers.values()))
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
         out = procs.finish(coordinator)
-        assert coordinator.returncode == 0, out[-4000:]
+        # The crawl finished, and cron hears that a worker died: exit 1, a line after the usual summary.
+        assert coordinator.returncode == 1, out[-4000:]
+        assert "fetched " in out, out[-2000:]
+        assert [line for line in out.splitlines() if line.startswith("Workers lost: ")], out[-2000:]
+        assert "stopped mid-crawl without finishing" in out and "Error:" not in out, out[-2000:]
         procs.finish(survivor, 60)
+        assert survivor.returncode == 0
         pages, log = _rows(procs.db)
         ended = pages + [url for url, _outcome, _reason in log]
         assert Counter(ended) == Counter(every), "every URL stored or failed, none twice"
         assert all(reason for _url, _outcome, reason in log)
+        assert _redis_keys(procs.redis_url) == []
+    finally:
+        site.stop()
+
+
+def test_worker_cut_off_from_redis_exits_with_one_error_line(procs: Procs, redis_server) -> None:  # type: ignore[no-untyped-def]
+    server, _url = redis_server
+    site, seeds, _every = _site(5, slow=0.3)
+    try:
+        coordinator = procs.coordinator(seeds, "--depth", "1", "--delay", "0.2")
+        worker = procs.worker()
+        _wait_for(lambda: sum(1 for r in site.log if r.path.startswith("/p")) >= 2, 60, "the first pages")
+        _stop(server)
+        # Within a lease (4 s) and a renewal of losing Redis, each process says so in one line and fails.
+        for proc in (worker, coordinator):
+            out = procs.finish(proc, 60)
+            assert proc.returncode == 3, out[-3000:]
+            errors = [line for line in out.splitlines() if line.startswith("Error:")]
+            assert len(errors) == 1 and "Redis" in errors[0], out[-3000:]
     finally:
         site.stop()
 
@@ -217,6 +285,57 @@ def test_killed_writer_resumes_from_redis_without_duplicates(procs: Procs) -> No
         assert runs == [(1, "done")]  # the restarted coordinator finished the same crawl run
         assert chunk_dupes == (0,)
     finally:
+        site.stop()
+
+
+def test_worker_gives_up_on_a_coordinator_killed_and_not_restarted(procs: Procs) -> None:
+    site, seeds, _every = _site(20, slow=0.2)
+    try:
+        coordinator = procs.coordinator(seeds, "--depth", "1", "--delay", "0.5")
+        procs.env["WEBQA_REDIS_COORDINATOR_WAIT"] = "1"
+        worker = procs.worker()
+        _wait_for(lambda: sum(1 for r in site.log if r.path.startswith("/p")) >= 2, 60, "the first pages")
+        coordinator.send_signal(signal.SIGKILL)
+        coordinator.wait(10)
+        # Its heartbeat key expires (10 s), then the worker waits 1 s more and stops, in one line.
+        out = procs.finish(worker, 60)
+        assert worker.returncode == 3, out[-3000:]
+        errors = [line for line in out.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1 and "coordinator has not been heard of" in errors[0], out[-3000:]
+    finally:
+        site.stop()
+
+
+def test_two_crawls_share_one_redis_without_mixing_frontiers(procs: Procs) -> None:
+    import redis
+
+    site, seeds, every = _site(4)
+    client = redis.Redis.from_url(procs.redis_url, socket_timeout=5, socket_connect_timeout=5)
+    try:
+        dbs = (procs.tmp / "a.duckdb", procs.tmp / "b.duckdb")
+        coordinators = [procs.coordinator(seeds[:2], "--depth", "1", "--delay", "0.2", db=dbs[0]),
+                        procs.coordinator(seeds[2:], "--depth", "1", "--delay", "0.2", db=dbs[1])]
+
+        def running() -> list[bytes]:
+            return [p for p in client.hkeys("webqa:crawls") if b'"running"' in (client.get(p + b":crawl") or b"")]
+
+        _wait_for(lambda: len(running()) == 2, 60, "two published crawls")
+        # A worker joins the crawl with the fewest workers: the second one joins the other crawl.
+        first = procs.worker()
+        _wait_for(lambda: any(client.hlen(p + b":workers") for p in running()), 60, "the first worker to join")
+        second = procs.worker()
+        for coordinator in coordinators:
+            out = procs.finish(coordinator)
+            assert coordinator.returncode == 0, out[-3000:]
+        for worker in (first, second):
+            procs.finish(worker, 60)
+            assert worker.returncode == 0
+        for db, hosts in zip(dbs, (HOSTS[:2], HOSTS[2:])):
+            pages, log = _rows(db)
+            assert sorted(pages) == sorted(u for u in every if any(f"//{h}:" in u for h in hosts)) and not log
+        assert _redis_keys(procs.redis_url) == []
+    finally:
+        client.close()
         site.stop()
 
 

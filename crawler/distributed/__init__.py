@@ -2,7 +2,9 @@
 
 One command, the coordinator (``webqa crawl --redis URL``), seeds a shared frontier, stores what the
 workers send into DuckDB and decides when the crawl is over; any number of ``webqa worker --redis URL``
-processes fetch and clean. Redis holds everything shared, under the key prefix ``webqa:``:
+processes fetch and clean. Redis holds everything shared, under one key prefix per crawl
+(``webqa:<job>-<hash>``, ``queue.crawl_prefix``; ``webqa:crawls`` lists the running ones, which is how a
+worker finds one), removed by the coordinator when the crawl ends:
 
 * ``queue.py``: the frontier (requests by priority, leased while a worker has them, requeued when a
   lease expires), the duplicate filter and the crawl's limits (``max_pages``), as Lua scripts;

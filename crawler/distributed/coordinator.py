@@ -25,7 +25,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from crawler.distributed.items import decode_item, encode_item
-from crawler.distributed.queue import DEFAULT_LEASE_SECONDS, Frontier, JsonSerializer, Keys, connect, delete_namespace
+from crawler.distributed.queue import (
+    DEFAULT_LEASE_SECONDS, REGISTRY, Frontier, JsonSerializer, Keys, RedisLost, connect, crawl_prefix,
+    delete_namespace,
+)
 from pipelines.items import ExtractedPage, FetchOutcome
 from pipelines.signals import stop_signals
 from crawler.run import CrawlOptions, CrawlPlan, CrawlSummary, allows_private_networks, plan_crawl
@@ -37,7 +40,10 @@ log = logging.getLogger(__name__)
 
 #: The coordinator's "I am alive" key expires after this long; a restart waits for a dead one's to go.
 HEARTBEAT_SECONDS = 10
-POLL = 0.1
+#: The longest the coordinator waits for an item before it looks at the crawl's state again.
+POLL = 0.25
+#: How often it says it is alive, returns expired leases to the queue and looks for dead workers.
+BEAT_EVERY = 1.0
 
 
 def _env_float(name: str, default: float) -> float:
@@ -70,10 +76,14 @@ class Writer:
             self._apply(raw, check=True)
         return len(pending)
 
-    def drain(self, limit: int = 200) -> int:
+    def drain(self, limit: int = 200, block: float = 0.0) -> int:
+        """Write up to ``limit`` waiting items; with ``block``, wait that long for the first (BLMOVE, no polling)."""
         written = 0
         while written < limit:
-            raw = self.r.lmove(self.keys.items, self.keys.writing, "LEFT", "RIGHT")
+            if block > 0 and written == 0:
+                raw = self.r.blmove(self.keys.items, self.keys.writing, block, "LEFT", "RIGHT")
+            else:
+                raw = self.r.lmove(self.keys.items, self.keys.writing, "LEFT", "RIGHT")
             if raw is None:
                 break
             self._apply(raw, check=False)
@@ -133,7 +143,7 @@ def _config(options: CrawlOptions, prep: dict[str, Any], lease_seconds: float) -
 
 
 class Coordinator:
-    def __init__(self, options: CrawlOptions, db_path: Path, redis_url: str, prefix: str = "webqa") -> None:
+    def __init__(self, options: CrawlOptions, db_path: Path, redis_url: str, prefix: str | None = None) -> None:
         import redis as redis_lib
 
         self.options = options
@@ -143,16 +153,29 @@ class Coordinator:
             self.r = connect(redis_url)
         except redis_lib.RedisError as exc:
             raise ConfigError(f"cannot reach Redis at {redis_url}: {exc}") from None
-        self.keys = Keys(prefix)
+        # One namespace per crawl (job and database): two jobs share a Redis without mixing frontiers.
+        self.keys = Keys(prefix or crawl_prefix(options.job_name, db_path))
         self.lease_seconds = _env_float("WEBQA_REDIS_LEASE", DEFAULT_LEASE_SECONDS)
         self.grace = _env_float("WEBQA_REDIS_GRACE", 2.0)
         self.worker_wait = _env_float("WEBQA_REDIS_WORKER_WAIT", 600.0)
         self.frontier = Frontier(self.r, self.keys, lease_seconds=self.lease_seconds, token="coordinator")
         self.signal_name: str | None = None
+        # Workers' beats as last seen: token → (value, when it last changed, coordinator's clock).
+        self._beats: dict[bytes, tuple[bytes, float]] = {}
 
     # -- the run -----------------------------------------------------------------------------------
 
     def run(self) -> CrawlSummary:
+        import redis as redis_lib
+
+        try:
+            return self._run()
+        except redis_lib.RedisError as exc:
+            raise RedisLost(f"lost Redis at {self.redis_url}: {str(exc).rstrip('.')}; the pages written so far are "
+                            "stored, and this command run again when Redis is back carries on from what Redis kept"
+                            ) from None
+
+    def _run(self) -> CrawlSummary:
         started = time.monotonic()
         self._wait_for_dead_coordinator()
         crawl = self._load_crawl()
@@ -170,6 +193,8 @@ class Coordinator:
                          "crawl_run_id": crawl_run_id, "job_name": self.options.job_name}
                 self.r.set(self.keys.config, json.dumps(_config(self.options, prep, self.lease_seconds)))
                 self._publish(crawl)
+                self.r.hset(REGISTRY, self.keys.prefix, json.dumps(
+                    {"job": self.options.job_name, "db": crawl["db"], "started": time.time()}))
                 self._load_robots_cache()
             else:
                 log.warning("Resuming crawl run %s from Redis %s", crawl["crawl_run_id"], self.redis_url)
@@ -247,10 +272,16 @@ class Coordinator:
         """Write items until the agreed stop: nothing queued, leased or unwritten, for the grace period."""
         quiet_since: float | None = None
         last_progress = time.monotonic()
+        last_beat = 0.0
         while self.signal_name is None:
-            self._beat()
-            self.frontier.reap()
-            wrote = writer.drain()
+            now = time.monotonic()
+            if now - last_beat >= BEAT_EVERY:
+                self._beat()
+                self.frontier.reap()
+                self._watch_workers()
+                last_beat = now
+            # Waits for the next item in Redis (BLMOVE) rather than sleeping: written as soon as handed over.
+            wrote = writer.drain(block=POLL)
             queued, leased, items, writing = self.frontier.state()
             now = time.monotonic()
             if wrote or leased:
@@ -265,8 +296,27 @@ class Coordinator:
                 raise NothingToDoError(
                     f"no worker took a request for {self.worker_wait:g} s ({queued} queued); start workers with "
                     f"`webqa worker --redis {self.redis_url}` and rerun this command to carry on")
-            if not wrote:
-                time.sleep(POLL)
+
+    def _watch_workers(self) -> None:
+        """A worker beats every third of the lease; one silent for two thirds of it (two beats missed)
+        died without closing (a clean close removes its beat). Recorded in Redis, so a restarted
+        coordinator still reports it; its leases come back to the queue when they expire (``reap``)."""
+        now = time.monotonic()
+        beats = self.r.hgetall(self.keys.workers)
+        for token, value in beats.items():
+            seen = self._beats.get(token)
+            if seen is None or seen[0] != value:
+                self._beats[token] = (value, now)
+            elif now - seen[1] > self.lease_seconds * 2 / 3 + BEAT_EVERY:
+                log.warning("Worker %s has not renewed its leases for %.0f s: taken for dead; its requests go "
+                            "back to the queue when their leases expire", token.decode(), now - seen[1])
+                pipe = self.r.pipeline(transaction=True)
+                pipe.hset(self.keys.dead, token, value)
+                pipe.hdel(self.keys.workers, token)
+                pipe.execute()
+                del self._beats[token]
+        for token in set(self._beats) - set(beats):
+            del self._beats[token]
 
     def _signals(self) -> AbstractContextManager[None]:
         def stop(signum: int, frame: Any) -> None:
@@ -295,10 +345,16 @@ class Coordinator:
             if status == "done":
                 counts["gone"] = len(store.gone_job_pages(self.options.job_name, crawl_run_id))
         store.finish_crawl(crawl_run_id, status, counts)
+        self._watch_workers()
+        dead = sorted(t.decode() for t in self.r.hkeys(self.keys.dead))
+        requeued = int(self.r.hget(self.keys.stats, "requeued") or 0)
         self._save_robots_cache()
-        delete_namespace(self.r, self.keys)  # workers see the crawl gone and close
+        # Explicitly, at the end of the crawl (the scheduler keeps everything, SCHEDULER_PERSIST):
+        # the workers see the crawl gone and close.
+        delete_namespace(self.r, self.keys)
         summary = CrawlSummary(crawl_run_id, counts, problems, counts.get("fresh", 0), time.monotonic() - started,
                                interrupted=self.signal_name)
+        summary.outcomes = store.crawl_failures(crawl_run_id)
         if self.signal_name is not None:
             raise Interrupted(f"{self.signal_name}: the crawl stopped; {summary.processed} pages fetched or confirmed "
                               "are stored, the rest was not fetched", summary)
@@ -308,6 +364,14 @@ class Coordinator:
                 f"see `SELECT url, reason FROM fetch_log WHERE crawl_run_id = {crawl_run_id}` in {self.db_path}",
                 summary,
             )
+        if dead or requeued:
+            # A lease expires only when its worker stopped renewing: dead, cut off, or stuck a whole lease.
+            # Nothing is lost, but cron hears of it: the CLI prints this after the summary and exits 1.
+            who = (f" ({', '.join(dead[:3])}{', …' if len(dead) > 3 else ''})" if dead else "")
+            summary.workers_lost = (
+                f"{len(dead) or 'a'} worker{'s' if len(dead) > 1 else ''} stopped mid-crawl without finishing{who}; "
+                f"{requeued} leased request{'s' if requeued != 1 else ''} went back to the queue when the leases "
+                "expired, and every URL is stored or failed with a reason")
         return summary
 
     # -- the robots.txt cache across runs: file next to the database ⇄ the crawl's shared verdicts ----

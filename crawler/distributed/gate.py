@@ -1,16 +1,26 @@
 """One politeness gate per host for every worker, in Redis.
 
 Scrapy's download delay is kept per process: two workers each waiting 0.5 s between requests to a
-host together send it a request every 0.25 s or closer. Here a request is sent only after the gate
-granted it, and the gate (a Lua script, so atomic across workers) grants a host to one request at a
-time (or ``concurrency`` of them), never before ``next_at``:
+host together send it a request every 0.25 s or closer. Here a request is sent only at a slot the gate
+booked for it, and the gate (a Lua script, so atomic across workers) books a host for one request at a
+time (or ``concurrency`` of them), start to start ``delay + margin`` apart, as Scrapy's own delay on one
+machine is counted:
 
-* a grant books ``next_at = now + delay + margin``, so start-to-start gaps hold even if the holder
-  dies without releasing (its hold expires after the download timeout);
-* the release, when the download is over, moves ``next_at`` to ``now + delay``: the next request
-  starts at least ``delay`` after the previous answer, which the server saw after the request;
+* a booking takes the host's next free slot, ``max(now, next_at)``, and moves ``next_at`` to
+  ``slot + delay + margin``; the worker sleeps until its slot and sends, with no second round trip.
+  The margin (5 ms) covers the spread between two requests' slot-to-wire times where the lateness
+  below cannot (a host allowed ``concurrency`` above 1 is booked again before the previous answer);
+* a host is booked only while fewer than ``concurrency`` requests hold it: the next booking waits for
+  the release at the end of the previous download (should its worker die, the hold goes when the
+  worker's alive key expires, a lease after its last beat). A worker refused waits until the holder's
+  slot, then asks again;
+* the release may push ``next_at`` further: the answer came ``late`` after the slot, so the server saw
+  the request at ``slot + late`` at the latest, and the next slot is no sooner than ``delay`` after that.
+  On an idle machine and a near server the answer comes within the margin and nothing moves; on a
+  loaded one (a worker woken late, a request queued in the reactor) the gap at the server still holds;
 * ``delay`` is the larger of the job's (or the host's override) and robots.txt's Crawl-delay, which
-  the robots middleware records here; a Retry-After pauses the host for everyone (``pause``).
+  the robots middleware records here; a Retry-After pauses the host for everyone (``pause``), set
+  when the response is downloaded, before the release lets the next request book the host.
 
 All times are Redis's clock (``TIME``), the one clock workers on several machines share.
 
@@ -23,7 +33,10 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
+import socket
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, urlsplit
 
@@ -43,9 +56,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Added to every booked gap: a request leaves a few milliseconds after its grant.
+#: Added to every booked gap: two workers' requests leave a few milliseconds after their slots, not
+#: always the same few (BENCHMARKS.md, "Crawling through Redis").
 DEFAULT_MARGIN = 0.005
-#: How often a request waiting for a busy host asks again (the holder's release time is unknown).
+#: How soon a request refused because its host is held (a download in flight) asks again, at least.
 BUSY_POLL = 0.02
 #: The longest a request waits for its host's turn before it is given up as failed.
 DEFAULT_MAX_WAIT = 3600.0
@@ -54,22 +68,39 @@ _NOW = "local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + math.f
 _DELAY = "local delay = math.max(tonumber(ARGV[1]), tonumber(redis.call('HGET', KEYS[1], 'crawl_delay') or '0'))\n"
 _NEXT = "local next_at = tonumber(redis.call('HGET', KEYS[1], 'next_at') or '0')\n"
 
-# KEYS: host hash, holders. ARGV: delay ms, concurrency, hold ms, token, margin ms.
-# Returns 0 (granted), ms to wait until next_at, or -1 (busy: ask again soon).
+# KEYS: host hash, holders. ARGV: delay ms, concurrency, hold ms, token (owner#n), margin ms, max wait ms,
+# the prefix of the owners' alive keys (GateMiddleware sets its own while it lives).
+# Returns {1, ms until the booked slot, the slot} or {0, ms to wait before asking again}.
 ACQUIRE = _NOW + _DELAY + _NEXT + """
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-if next_at > now then return next_at - now end
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[2]) then return -1 end
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[4])
-redis.call('HSET', KEYS[1], 'next_at', now + delay + tonumber(ARGV[5]))
+-- A hold whose worker stopped saying it is alive (killed) frees the host now, not after the hold.
+for _, holder in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  local owner = string.match(holder, '^(.*)#')
+  if owner and redis.call('EXISTS', ARGV[7] .. owner) == 0 then redis.call('ZREM', KEYS[2], holder) end
+end
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[2]) then
+  -- held: the earliest holder's slot (its score less the hold) is when its release may come soonest
+  local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  return {0, math.max(0, tonumber(first[2]) - tonumber(ARGV[3]) - now)}
+end
+local slot = math.max(now, next_at)
+if slot - now > tonumber(ARGV[6]) then return {0, slot - now} end
+redis.call('ZADD', KEYS[2], slot + tonumber(ARGV[3]), ARGV[4])
+redis.call('HSET', KEYS[1], 'next_at', slot + delay + tonumber(ARGV[5]))
 redis.call('HINCRBY', KEYS[1], 'grants', 1)
-return 0
+return {1, slot - now, slot}
 """
 
-# KEYS: host hash, holders. ARGV: delay ms, token, margin ms.
+# KEYS: host hash, holders. ARGV: delay ms, token, margin ms, late ms (how long after its slot the
+# answer came), slot ms (Redis time of the slot).
 RELEASE = _NOW + _DELAY + _NEXT + """
 redis.call('ZREM', KEYS[2], ARGV[2])
-redis.call('HSET', KEYS[1], 'next_at', math.max(next_at, now + delay + tonumber(ARGV[3])))
+local late = tonumber(ARGV[4])
+if late > tonumber(ARGV[3]) then
+  -- the server saw it by slot + late: the next leaves no sooner than delay after that
+  redis.call('HSET', KEYS[1], 'next_at', math.max(next_at, tonumber(ARGV[5]) + late + delay))
+  redis.call('HINCRBY', KEYS[1], 'late', 1)
+end
 return 1
 """
 
@@ -103,6 +134,7 @@ class Gate:
         self.delay = delay
         self.hosts = hosts or {}
         self.hold_ms = _ms(hold_seconds)
+        self.alive_prefix = f"{keys.prefix}:alive:"
         self.margin_ms = _ms(margin)
         self._acquire = client.register_script(ACQUIRE)
         self._release = client.register_script(RELEASE)
@@ -114,19 +146,21 @@ class Gate:
         delay = override.get("delay")
         return (self.delay if delay is None else float(delay)), int(override.get("concurrency") or 1)
 
-    def acquire(self, host: str, token: str) -> float:
-        """0 when ``token`` may send to ``host`` now, else seconds to wait before asking again."""
+    def acquire(self, host: str, token: str, max_wait: float = DEFAULT_MAX_WAIT) -> tuple[bool, float, int]:
+        """Book ``host`` for ``token``: (True, seconds until the slot, the slot in Redis ms) when booked,
+        else (False, seconds to wait before asking again, 0). No slot further than ``max_wait`` is booked."""
         delay, concurrency = self.policy(host)
-        answer = int(self._acquire(keys=[self.keys.gate(host), self.keys.gate_holders(host)],
-                                   args=[_ms(delay), concurrency, self.hold_ms, token, self.margin_ms]))
-        if answer == 0:
-            return 0.0
-        return BUSY_POLL if answer < 0 else answer / 1000
+        booked, wait_ms, *slot = self._acquire(
+            keys=[self.keys.gate(host), self.keys.gate_holders(host)],
+            args=[_ms(delay), concurrency, self.hold_ms, token, self.margin_ms, _ms(max_wait), self.alive_prefix])
+        if booked:
+            return True, int(wait_ms) / 1000, int(slot[0]) if slot else 0
+        return False, max(BUSY_POLL, int(wait_ms) / 1000 + BUSY_POLL), 0
 
-    def release(self, host: str, token: str) -> None:
+    def release(self, host: str, token: str, late: float = 0.0, slot_ms: int = 0) -> None:
         delay, _ = self.policy(host)
         self._release(keys=[self.keys.gate(host), self.keys.gate_holders(host)],
-                      args=[_ms(delay), token, self.margin_ms])
+                      args=[_ms(delay), token, self.margin_ms, _ms(late), slot_ms])
 
     def pause(self, host: str, seconds: float) -> None:
         self._pause(keys=[self.keys.gate(host)], args=[_ms(seconds)])
@@ -176,28 +210,60 @@ class GateMiddleware:
         self._tokens = itertools.count(1)
         # One asker per host in this process; the others wait here, not in Redis (no thundering herd).
         self._turns: dict[str, DeferredLock] = {}
-        self._prefix = f"{id(self):x}:{time.time_ns()}"
+        # The owner of this process's holds; its alive key lasts a lease and is renewed every third of it.
+        self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._alive_seconds = max(1, int(round(crawler.settings.getfloat("WEBQA_LEASE_SECONDS", 60.0))))
+        self._beat_loop: Any = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> GateMiddleware:
         mw = cls(crawler, gate_from_settings(crawler), crawler.settings.getfloat("WEBQA_GATE_MAX_WAIT", DEFAULT_MAX_WAIT))
         # Fires for every request leaving the downloader, answered or failed.
         crawler.signals.connect(mw._left, signal=signals.request_left_downloader)
+        crawler.signals.connect(mw._opened, signal=signals.spider_opened)
+        crawler.signals.connect(mw._closed, signal=signals.spider_closed)
         return mw
+
+    def _opened(self) -> None:
+        from twisted.internet import task
+
+        self._beat()
+        self._beat_loop = task.LoopingCall(self._beat)
+        self._beat_loop.start(self._alive_seconds / 3, now=False)
+
+    def _beat(self) -> None:
+        try:
+            self.gate.r.set(self.gate.alive_prefix + self._owner, 1, ex=self._alive_seconds)
+        except Exception as exc:  # noqa: BLE001 - a missed beat frees this worker's holds early, nothing worse
+            log.warning("Cannot tell Redis this worker's gate holds are alive: %s", exc)
+
+    def _closed(self) -> None:
+        if self._beat_loop is not None and self._beat_loop.running:
+            self._beat_loop.stop()
+        try:
+            self.gate.r.delete(self.gate.alive_prefix + self._owner)
+        except Exception:  # noqa: BLE001 - it expires anyway
+            pass
 
     async def process_request(self, request: Request) -> None:
         host = _host(request.url)
         if not host:
             return None
-        token = f"{self._prefix}:{next(self._tokens)}"
+        token = f"{self._owner}#{next(self._tokens)}"
         deadline = time.monotonic() + self.max_wait
         turn = self._turns.setdefault(host, DeferredLock())
         await maybe_deferred_to_future(turn.acquire())
         try:
             while True:
-                wait = self.gate.acquire(host, token)
-                if wait <= 0:
-                    request.meta["webqa_gate"] = (host, token)
+                asked = time.monotonic()
+                booked, wait, slot_ms = self.gate.acquire(host, token, max(0.0, deadline - asked))
+                if booked:
+                    # Sleep until the slot and send, no second round trip. Redis ran the script after
+                    # `asked`: asked + wait is no later than the slot, the right end to count lateness from
+                    # (from the answer's arrival, a worker descheduled meanwhile would count too little).
+                    if wait > 0:
+                        await _sleep(wait)
+                    request.meta["webqa_gate"] = (host, token, asked + wait, slot_ms)
                     return None
                 if time.monotonic() + wait > deadline:
                     raise GateWaitTooLong(f"politeness gate: {host} had no free turn within {self.max_wait:g} s")
@@ -208,7 +274,13 @@ class GateMiddleware:
     def _left(self, request: Request, **_: Any) -> None:
         held = request.meta.pop("webqa_gate", None)
         if held is not None:
-            self.gate.release(*held)
+            host, token, due, slot_ms = held
+            # The server saw the request before it answered: the answer's time, counted from the slot, bounds
+            # when the request arrived, whatever the worker's own delays between its slot and the wire.
+            try:
+                self.gate.release(host, token, max(0.0, time.monotonic() - due), slot_ms)
+            except Exception as exc:  # noqa: BLE001 - the hold then ends with this worker's alive key
+                log.warning("Cannot release %s's politeness gate in Redis: %s", host, exc)
 
 
 class SharedRetryAfterMiddleware(RetryAfterMiddleware):

@@ -9,6 +9,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
+import redis
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy_redis.pipelines import RedisPipeline
@@ -65,5 +66,8 @@ class LeaseItemPipeline(RedisPipeline):
         frontier = self.crawler.spider.frontier  # type: ignore[union-attr]
         data = encode_item(item)
         # A large page takes a few ms to send: off the reactor thread, which times the gate's grants.
-        await asyncio.get_running_loop().run_in_executor(None, frontier.ack, item_url(item), data)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, frontier.ack, item_url(item), data)
+        except redis.RedisError as exc:  # the lease expires and another worker fetches the URL again
+            log.warning("Cannot hand the item for %s to Redis: %s", item_url(item), exc)
         return item

@@ -16,25 +16,39 @@ calls; the queue is kept at close, ``SCHEDULER_PERSIST``, and the coordinator re
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import os
+import re
+import socket
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import redis
 from scrapy_redis.queue import Base
+
+from pipelines.errors import ExitCode, WebqaError
 from scrapy_redis.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
 PREFIX = "webqa"
+#: The crawls running on this Redis, prefix → JSON (job, database, start): how a worker finds one.
+REGISTRY = f"{PREFIX}:crawls"
 #: Seconds a taken request stays leased without renewal; workers renew every third of it.
 DEFAULT_LEASE_SECONDS = 60.0
 #: Every call to Redis gives up after this long: a dead Redis is an error, not a hang.
 SOCKET_TIMEOUT = 10.0
+
+
+class RedisLost(WebqaError):
+    """Redis stopped answering mid-crawl (exit 3): one line, what was stored stays, rerun to carry on."""
+
+    exit_code = ExitCode.FAILED
 
 
 def connect(url: str) -> redis.Redis:
@@ -46,13 +60,23 @@ def connect(url: str) -> redis.Redis:
     return client
 
 
+def crawl_prefix(job_name: str | None, db_path: str | Path) -> str:
+    """The key prefix of one crawl: its job (or "crawl") and a hash of the machine, database and job.
+
+    Two jobs, or two databases, share a Redis without mixing frontiers; the same command run again on
+    the same machine finds its unfinished crawl (the coordinator resumes it)."""
+    ident = f"{socket.gethostname()}\0{Path(db_path).resolve()}\0{job_name or ''}"
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", job_name or "crawl")[:40]
+    return f"{PREFIX}:{name}-{hashlib.sha1(ident.encode()).hexdigest()[:10]}"
+
+
 @dataclass(frozen=True)
 class Keys:
     """The Redis keys of one crawl namespace."""
 
     prefix: str = PREFIX
 
-    def __getattr__(self, name: str) -> str:  # keys.queue → "webqa:queue"
+    def __getattr__(self, name: str) -> str:  # keys.queue → "webqa:job-0123456789:queue"
         if name.startswith("_"):
             raise AttributeError(name)
         return f"{self.prefix}:{name}"
@@ -306,7 +330,14 @@ class LeasedQueue(Base):
                            urlsplit(request.url).hostname or "")
 
     def pop(self, timeout: int = 0) -> Any:
-        found = None if self.frontier.stopping else self.frontier.pop()
+        try:
+            found = None if self.frontier.stopping else self.frontier.pop()
+            self._failing = False
+        except redis.RedisError as exc:  # the worker's lease renewal decides when Redis has been gone too long
+            if not getattr(self, "_failing", False):  # once per outage, not every heartbeat
+                log.warning("Cannot take a request from Redis: %s", exc)
+            self._failing = True
+            return None
         if found is None:
             return None
         request_id_, data = found
@@ -353,7 +384,8 @@ class LeasingScheduler(Scheduler):
 
 
 def delete_namespace(client: redis.Redis, keys: Keys) -> int:
-    """Remove every key of the crawl namespace; returns how many."""
+    """Remove every key of the crawl namespace and its registry entry; returns how many keys."""
+    client.hdel(REGISTRY, keys.prefix)
     removed = 0
     for key in client.scan_iter(match=keys.pattern(), count=500):
         removed += int(client.delete(key))

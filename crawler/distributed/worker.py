@@ -23,9 +23,11 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
 
-from crawler.distributed.queue import DEFAULT_LEASE_SECONDS, Admission, Frontier, Keys, connect
+from crawler.distributed.queue import (
+    DEFAULT_LEASE_SECONDS, REGISTRY, Admission, Frontier, Keys, RedisLost, connect,
+)
 from crawler.spiders.urls import UrlsSpider
-from pipelines.errors import ConfigError, NothingToDoError
+from pipelines.errors import ConfigError, NothingToDoError, WebqaError
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,13 @@ log = logging.getLogger(__name__)
 RENEW_SHARE = 1 / 3
 #: How often an idle worker asks the shared queue again (Scrapy's own heartbeat is 5 s).
 IDLE_POLL = 0.1
+#: How long a worker waits for a coordinator that stopped beating (killed, not restarted) before it
+#: gives up with an error; WEBQA_REDIS_COORDINATOR_WAIT overrides it.
+COORDINATOR_WAIT = 600.0
+
+
+class CoordinatorLost(WebqaError):
+    """The crawl's coordinator stopped beating and did not come back within the wait (exit 3)."""
 
 
 class DistributedUrlsSpider(UrlsSpider):
@@ -46,6 +55,10 @@ class DistributedUrlsSpider(UrlsSpider):
         self.frontier = frontier
         self.crawl_id = crawl_id
         self.keys = frontier.keys if frontier is not None else Keys()
+        self.redis_lost: str | None = None  # why the worker stopped early, for run_worker's Error line
+        self.coordinator_lost: str | None = None
+        self._redis_ok = self._coordinator_seen = time.monotonic()
+        self.coordinator_wait = _env_seconds("WEBQA_REDIS_COORDINATOR_WAIT", COORDINATOR_WAIT)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> DistributedUrlsSpider:
@@ -112,14 +125,36 @@ class DistributedUrlsSpider(UrlsSpider):
         assert self.frontier is not None
         try:
             self.frontier.renew()
-            self.frontier.r.hset(self.keys.workers, self.frontier.token, time.time())
             # Interrupted coordinator: take nothing more from the queue, finish what is in flight.
             self.frontier.stopping = self.crawl_over()
+            if not self.frontier.stopping:  # a beat after the crawl's keys are gone would outlive it
+                self.frontier.r.hset(self.keys.workers, self.frontier.token, time.time())
+            now = self._redis_ok = time.monotonic()
+            if self.frontier.r.exists(self.keys.coordinator):
+                self._coordinator_seen = now
+            elif now - self._coordinator_seen > self.coordinator_wait and self.coordinator_lost is None:
+                self.coordinator_lost = (
+                    f"the crawl's coordinator has not been heard of for {now - self._coordinator_seen:.0f} s (killed "
+                    "and not restarted?); the crawl waits in Redis: rerun its `webqa crawl --redis` command and "
+                    "start workers again")
+                self._stop("coordinator_lost")
         except Exception as exc:  # noqa: BLE001 - a Redis hiccup must not kill the loop; leases last 3 renewals
-            log.warning("Cannot renew leases in Redis: %s", exc)
+            silent = time.monotonic() - self._redis_ok
+            log.warning("Cannot renew leases in Redis (for %.0f s): %s", silent, exc)
+            if silent >= self.frontier.lease_ms / 1000 and self.redis_lost is None:
+                # Every lease this worker held has expired and gone back to the queue: stop, and say so.
+                self.redis_lost = f"lost Redis for {silent:.0f} s, longer than a lease: {str(exc).rstrip('.')}"
+                self._stop("redis_lost")
+
+    def _stop(self, reason: str) -> None:
+        from scrapy.utils.defer import deferred_from_coro
+
+        assert self.frontier is not None
+        self.frontier.stopping = True
+        self._closing = deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))  # type: ignore[union-attr]
 
     def _idle(self) -> None:
-        if not self.crawl_over():
+        if self.redis_lost is None and self.coordinator_lost is None and not self.crawl_over():
             raise DontCloseSpider("the coordinator has not ended the crawl")
 
     def crawl_over(self) -> bool:
@@ -144,6 +179,15 @@ class DistributedUrlsSpider(UrlsSpider):
                 self.frontier.r.hdel(self.keys.workers, self.frontier.token)
             except Exception:  # noqa: BLE001 - the coordinator forgets silent workers anyway
                 pass
+
+
+def _env_seconds(name: str, default: float) -> float:
+    import os
+
+    try:
+        return float(os.environ.get(name, "") or default)
+    except ValueError:
+        raise ConfigError(f"{name}={os.environ[name]!r}: expected a number of seconds") from None
 
 
 def _requests_first(output: Iterable[Any]) -> Iterator[Any]:
@@ -223,24 +267,43 @@ class WorkerSummary:
         return f"Worker done: crawl {self.crawl_id}, {self.items} URLs handed to the coordinator in {self.seconds:.1f}s"
 
 
-def wait_for_crawl(redis_url: str, prefix: str, wait: float) -> tuple[dict[str, Any], Any]:
-    """The published crawl, waiting up to ``wait`` seconds for a coordinator to publish one."""
+def _join(client: Any, prefix: str | None) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
+    """A running crawl to join: ``prefix``'s, or among the registered ones the one with the fewest workers."""
+    prefixes = [prefix] if prefix else [p.decode() for p in client.hkeys(REGISTRY)]
+    found = []
+    for candidate in prefixes:
+        keys = Keys(candidate)
+        meta = client.get(keys.crawl)
+        if meta is None:
+            continue
+        crawl = json.loads(meta)
+        if crawl.get("state") != "running":
+            continue
+        config = json.loads(client.get(keys.config) or b"null")
+        if config is not None:
+            found.append((int(client.hlen(keys.workers)), candidate, crawl, config))
+    if not found:
+        return None
+    _workers, chosen, crawl, config = min(found, key=lambda f: (f[0], f[1]))
+    return chosen, crawl, config
+
+
+def wait_for_crawl(redis_url: str, prefix: str | None, wait: float) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """The prefix, crawl and config of a published crawl, waiting up to ``wait`` seconds for one."""
     import redis as redis_lib
 
     try:
         client = connect(redis_url)
     except redis_lib.RedisError as exc:
         raise ConfigError(f"cannot reach Redis at {redis_url}: {exc}") from None
-    keys = Keys(prefix)
     deadline = time.monotonic() + wait
     while True:
-        meta = client.get(keys.crawl)
-        if meta is not None:
-            crawl = json.loads(meta)
-            if crawl.get("state") == "running":
-                config = json.loads(client.get(keys.config) or b"null")
-                if config is not None:
-                    return crawl, config
+        try:
+            joined = _join(client, prefix)
+        except redis_lib.RedisError as exc:
+            raise RedisLost(f"cannot read the published crawls from Redis at {redis_url}: {exc}") from None
+        if joined is not None:
+            return joined
         if time.monotonic() >= deadline:
             raise NothingToDoError(f"no crawl to join on {redis_url} within {wait:g} s; "
                                    "start one with `webqa crawl --redis URL ...` (or wait longer: --wait)")
@@ -248,13 +311,14 @@ def wait_for_crawl(redis_url: str, prefix: str, wait: float) -> tuple[dict[str, 
 
 
 def run_worker(redis_url: str, *, wait: float = 600.0, extract_workers: int = 0, verbose: bool = False,
-               prefix: str = "webqa") -> WorkerSummary:
-    """Join the published crawl and work until the coordinator ends it (one crawl per process)."""
+               prefix: str | None = None) -> WorkerSummary:
+    """Join a published crawl and work until the coordinator ends it (one crawl per process); raises
+    ``RedisLost`` (exit 3) when Redis was out of reach for longer than a lease."""
     from scrapy.crawler import CrawlerProcess
     from scrapy.settings import Settings
 
     started = time.monotonic()
-    crawl, config = wait_for_crawl(redis_url, prefix, wait)
+    prefix, crawl, config = wait_for_crawl(redis_url, prefix, wait)
     settings = Settings()
     settings.setmodule("crawler.settings", priority="project")
     settings.update(worker_settings(config, redis_url, prefix, extract_workers=extract_workers, verbose=verbose),
@@ -267,5 +331,10 @@ def run_worker(redis_url: str, *, wait: float = 600.0, extract_workers: int = 0,
         stored_links=config.get("stored_links", {}), fresh=config.get("fresh", []), crawl_id=crawl["id"],
     )
     process.start(install_signal_handlers=True)
+    spider = crawler.spider
+    if isinstance(spider, DistributedUrlsSpider) and spider.redis_lost is not None:
+        raise RedisLost(f"worker stopped: {spider.redis_lost}; its requests go back to the queue for other workers")
+    if isinstance(spider, DistributedUrlsSpider) and spider.coordinator_lost is not None:
+        raise CoordinatorLost(f"worker stopped: {spider.coordinator_lost}")
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
     return WorkerSummary(crawl["id"], int(stats.get("item_scraped_count", 0)), time.monotonic() - started)
