@@ -23,7 +23,7 @@ from jobs.prompt import (ANSWER_SCHEMA, NOT_ENOUGH_INFORMATION, PROMPT_VERSION, 
 from jobs.select import Candidate, Packed, Selection, Selector, pack
 from jobs.validate import Validation, coerce_answer, validate_answer
 from pipelines.chunk import estimate_tokens
-from pipelines.store import RunStore
+from jobs.runstore import RunStore
 
 log = logging.getLogger(__name__)
 

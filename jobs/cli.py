@@ -338,7 +338,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     import json
 
     from jobs.history import list_runs, render_runs, runs_json
-    from pipelines.store import RunStore
+    from jobs.runstore import RunStore
 
     with RunStore.open(args.db, read_only=True) as store:
         store.require_runs()
@@ -367,7 +367,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     import json
 
     from jobs.history import compare_runs, default_pair, diff_json, previous_for, render_diff
-    from pipelines.store import RunStore
+    from jobs.runstore import RunStore
 
     if args.run_a is not None and args.job:
         raise ConfigError("give run ids or --job, not both")
@@ -395,7 +395,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from jobs.llm import OllamaSettings, connect
     from jobs.report import outcome_json
     from jobs.select import Selector
-    from pipelines.store import RunStore
+    from jobs.runstore import RunStore
 
     urls = []
     for raw in args.url:
@@ -481,7 +481,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from jobs.llm import connect
     from jobs.runner import ollama_settings
     from jobs.select import Selector
-    from pipelines.store import RunStore
+    from jobs.runstore import RunStore
 
     job = load_job(args.questions)
     questions = [EvalQuestion(q.id, q.question, tuple(q.expect), q.url, tuple(q.urls) if q.urls else None,
@@ -506,7 +506,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                             ensure_fts=store.load_fts, prefixes=job.embedding_prefixes())
         packing = Packing(top_k=max(1, args.pack_top_k or job.selection.top_k),
                           token_budget=max(1, args.budget or job.selection.token_budget))
-        funnels = evaluate(selector, store.conn, questions, methods, packing)
+        funnels = evaluate(selector, store, questions, methods, packing)
     summary = summarise(funnels, methods, k=max(1, args.top_k))
     if args.json:
         print(json.dumps({
@@ -526,7 +526,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from jobs.explain import explain_answer
-    from pipelines.store import RunStore
+    from jobs.runstore import RunStore
 
     with RunStore.open(args.db, read_only=True) as store:
         store.require_runs()

@@ -40,7 +40,7 @@ from jobs.report import answer_row_json, outcome_json, write_csv, write_jsonl_li
 from jobs.select import Selector
 from crawler.run import SHOWN_FAILURES
 from pipelines.signals import stop_signals
-from pipelines.store import IN_PROGRESS, RunStore
+from jobs.runstore import IN_PROGRESS, RunStore
 
 log = logging.getLogger(__name__)
 
@@ -546,8 +546,7 @@ def _resumed_results(store: RunStore, changes: _Changes, run_id: int, specs: lis
                      jsonl_path: Path) -> dict[str, dict[str, Any]]:
     """The questions a resumed run had answered: their JSONL objects (from the file, else the database)."""
     rows = {r["question_id"]: r for r in store.final_answers(run_id)}
-    attempts = dict(store.conn.execute(
-        "SELECT question_id, count(*) FROM answers WHERE run_id = ? GROUP BY ALL", [run_id]).fetchall())
+    attempts = store.attempt_counts(run_id)
     written: dict[str, dict[str, Any]] = {}
     try:
         with jsonl_path.open(encoding="utf-8") as old:
