@@ -241,9 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--job", metavar="NAME",
                      help="only search the pages that job's crawls reached (default: the whole database)")
     _add_db(ask)
-    ask.add_argument("--method", choices=("keyword", "bm25", "embedding", "hybrid"), default="hybrid")
-    ask.add_argument("--top-k", type=_non_negative_int, default=6, help="chunks sent to the answerer (default 6)")
-    ask.add_argument("--budget", type=_non_negative_int, default=3000, help="token budget of the sources (default 3000)")
+    ask.add_argument("--method", choices=("keyword", "bm25", "embedding", "hybrid"), default=defaults.SELECTION_METHOD,
+                     help=f"chunk ranking method (default {defaults.SELECTION_METHOD}, as a job's)")
+    ask.add_argument("--top-k", type=_non_negative_int, default=defaults.TOP_K,
+                     help=f"most chunks sent to the answerer, a ceiling (default {defaults.TOP_K}, as a job's)")
+    ask.add_argument("--budget", type=_non_negative_int, default=defaults.TOKEN_BUDGET,
+                     help=f"token budget of the sources (default {defaults.TOKEN_BUDGET}, as a job's)")
     ask.add_argument("--model", default=llm.DEFAULT_MODEL, help=f"Ollama model (default {llm.DEFAULT_MODEL})")
     ask.add_argument("--embedding-model", default=llm.DEFAULT_EMBEDDING_MODEL, help="Ollama embedding model")
     ask.add_argument("--answerer", choices=("llm", "extractive"), default="llm",
@@ -391,11 +394,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     import json
 
     from crawler.urllist import normalise_url
-    from jobs.answer import AskSettings, QuestionAnswerer, QuestionSpec
+    from jobs.answer import AskSettings, QuestionSpec
     from jobs.llm import OllamaSettings, connect
     from jobs.report import outcome_json
-    from jobs.select import Selector
-    from jobs.runstore import RunStore
+    from jobs.session import open_session
 
     urls = []
     for raw in args.url:
@@ -414,12 +416,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if access.unreachable is not None and chat:
         raise LLMUnavailableError(f"{access.unreachable}; or answer without it: --answerer extractive --method bm25")
     # The selection's notice says once why embedding selection cannot be used, with the fix.
-    llm, embedder, embedding_unavailable = access.llm, access.embedder, access.embedding_unavailable
-    with RunStore.open(args.db) as store:
-        if store.count_chunks() == 0:
-            raise NothingToDoError(f"{args.db} holds no chunks; run `webqa crawl URL… --db {args.db}` first")
-        if store.fts_is_stale():
-            store.rebuild_fts()
+    with open_session(args.db, access, embedding_model=args.embedding_model,
+                      no_chunks=f"{args.db} holds no chunks; run `webqa crawl URL… --db {args.db}` first") as session:
+        store = session.store
         if args.job:
             # The pages that job's crawls reached, as `webqa run` searches them.
             job_pages = store.stored_urls(store.job_page_urls(args.job))
@@ -427,12 +426,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
                 raise ConfigError(f"--job {args.job}: no stored page was reached by a crawl of that job; "
                                   "check the name (webqa runs lists the jobs)")
             urls = urls or job_pages  # --url narrows further
-        selector = Selector(store.conn, embedder=embedder, embedding_model=args.embedding_model if embedder else None,
-                            ensure_fts=store.load_fts, embedding_unavailable=embedding_unavailable)
         ask = AskSettings(method=args.method, top_k=max(1, args.top_k), token_budget=max(1, args.budget),
                           retry_wider=not args.no_retry, answerer=answerer, dry_run=args.dry_run, model=args.model,
                           min_similarity=args.min_similarity)
-        outcome = QuestionAnswerer(store, selector, llm, ask).answer(
+        outcome = session.answerer(ask).answer(
             QuestionSpec("ask", args.question, tuple(urls) if urls else None))
     obj = outcome_json(outcome)
     if outcome.notice:
@@ -480,8 +477,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from jobs.evaluate import EvalQuestion, Packing, evaluate, render_table, summarise
     from jobs.llm import connect
     from jobs.runner import ollama_settings
-    from jobs.select import Selector
-    from jobs.runstore import RunStore
+    from jobs.session import open_session
 
     job = load_job(args.questions)
     questions = [EvalQuestion(q.id, q.question, tuple(q.expect), q.url, tuple(q.urls) if q.urls else None,
@@ -493,20 +489,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise StoreError(f"{args.db}: no such database; crawl the pages first (webqa crawl / webqa run)")
     access = connect(ollama_settings(job), chat=False,
                      embeddings=any(m in ("embedding", "hybrid") for m in methods))
-    embedder = access.embedder
     if access.embedding_unavailable:
         _notifier(args)(f"Notice: {access.embedding_unavailable}; leaving out embedding and hybrid")
         methods = [m for m in methods if m not in ("embedding", "hybrid")] or ["bm25"]
-    with RunStore.open(args.db) as store:
-        if store.count_chunks() == 0:
-            raise NothingToDoError(f"{args.db} holds no chunks to evaluate")
-        if store.fts_is_stale():
-            store.rebuild_fts()
-        selector = Selector(store.conn, embedder=embedder, embedding_model=job.embedding_model if embedder else None,
-                            ensure_fts=store.load_fts, prefixes=job.embedding_prefixes())
+    with open_session(args.db, access, embedding_model=job.embedding_model, prefixes=job.embedding_prefixes(),
+                      no_chunks=f"{args.db} holds no chunks to evaluate") as session:
         packing = Packing(top_k=max(1, args.pack_top_k or job.selection.top_k),
                           token_budget=max(1, args.budget or job.selection.token_budget))
-        funnels = evaluate(selector, store, questions, methods, packing)
+        funnels = evaluate(session.selector, session.store, questions, methods, packing)
     summary = summarise(funnels, methods, k=max(1, args.top_k))
     if args.json:
         print(json.dumps({

@@ -37,7 +37,7 @@ from jobs.history import RunDiff, change_line, compare_runs, evidence_from_row, 
 from jobs.llm import OllamaSettings, connect
 from jobs.lock import RunLock
 from jobs.report import answer_row_json, outcome_json, write_csv, write_jsonl_line, write_markdown_report
-from jobs.select import Selector
+from jobs.session import open_session
 from crawler.run import SHOWN_FAILURES
 from pipelines.signals import stop_signals
 from jobs.runstore import IN_PROGRESS, RunStore
@@ -593,7 +593,6 @@ def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
         degraded.append(f"{access.unreachable}; answered extractively (quoting the best sentences) instead{also}")
     elif wants_embeddings and access.embedding_unavailable:
         degraded.append(f"{access.embedding_unavailable}; selected with bm25 instead of {method}")
-    llm, embedder, embedding_unavailable = access.llm, access.embedder, access.embedding_unavailable
     for notice in degraded:
         notify.important(f"Notice: {notice}")
     notices += degraded
@@ -601,12 +600,9 @@ def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
 
     assert run.run_id is not None
     run_id = run.run_id
-    store = RunStore.open(options.db)
-    try:
-        if store.count_chunks() == 0:
-            raise NothingToDoError(f"{options.db} holds no chunks to answer from; check the crawl (webqa crawl -v)")
-        if store.fts_is_stale():
-            store.rebuild_fts()
+    with open_session(options.db, access, embedding_model=job.embedding_model, prefixes=job.embedding_prefixes(),
+                      no_chunks=f"{options.db} holds no chunks to answer from; check the crawl (webqa crawl -v)") as session:
+        store = session.store
         scope = _job_scope(store, job, crawl)
         if scope is not None:
             scope = store.stored_urls(scope)  # a listed URL never fetched is reported by the crawl, not per question
@@ -616,21 +612,16 @@ def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
         if run.resume is None or run.resume.get("phase") == "crawl":
             store.start_answering(run_id, job.name, crawl.crawl_run_id, scope, answerer=answerer,
                                   model=job.model if answerer == "llm" else None)
-        selector = Selector(store.conn, embedder=embedder, embedding_model=job.embedding_model if embedder else None,
-                            ensure_fts=store.load_fts, embedding_unavailable=embedding_unavailable,
-                            prefixes=job.embedding_prefixes())
         run_row = store.run_row(run_id) or {}
         previous_run_id = run_row.get("previous_run_id")
         ask = AskSettings(method=method, top_k=job.selection.top_k, token_budget=job.selection.token_budget,
                           retry_wider=job.selection.retry_wider, answerer=answerer, dry_run=options.dry_run,
                           model=job.model, min_similarity=job.selection.min_similarity)
-        answerer_obj = QuestionAnswerer(store, selector, llm, ask, run_id=run_id)
+        answerer_obj = session.answerer(ask, run_id=run_id)
         out_dir = (options.out_dir or job.output.dir) / f"run-{run_id}"
         resumed_answers = run.resume is not None and run.resume.get("phase") != "crawl"
         return _run_questions(run, store, answerer_obj, out_dir, crawl, degraded, previous_run_id, scope,
                               resumed=run.resume is not None, resumed_answers=resumed_answers)
-    finally:
-        store.close()
 
 
 def _job_page_urls(job: JobConfig) -> list[str] | None:
