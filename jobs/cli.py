@@ -17,7 +17,8 @@ from typing import Any, TextIO
 from jobs.errors import ConfigError, ExitCode, Interrupted, LLMUnavailableError, NothingToDoError, StoreError, WebqaError
 from pipelines import defaults
 
-Handler = Callable[[argparse.Namespace], int]
+# A command gets its parsed arguments and the console that prints (and logs) its messages.
+Handler = Callable[[argparse.Namespace, "Console"], int]
 
 
 def _argument(convert: Callable[[str], Any], what: str, ok: Callable[[Any], bool], in_range: str) -> Callable[[str], Any]:
@@ -81,13 +82,6 @@ class Console:
         if self.log is not None:
             self.log.close()
             self.log = None
-
-
-def _console(args: argparse.Namespace) -> Console:
-    console = getattr(args, "console", None)
-    if console is None:
-        console = args.console = Console(getattr(args, "quiet", False))
-    return console
 
 
 def default_db() -> str:
@@ -297,9 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _notifier(args: argparse.Namespace) -> Callable[[str], None]:
-    console = _console(args)
-
+def _notifier(console: Console) -> Callable[[str], None]:
     def notify(message: str) -> None:
         if message.startswith(("Notice", "Error")):
             console.important(message)
@@ -309,7 +301,7 @@ def _notifier(args: argparse.Namespace) -> Callable[[str], None]:
     return notify
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
     from jobs.config import load_job
 
     if args.resume and args.dry_run:
@@ -322,9 +314,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                          refresh=args.refresh, wait_seconds=args.wait, answerer=args.answerer,
                          verbose=args.verbose, progress=_interactive(args), resume=args.resume,
                          fail_on_change=args.fail_on_change, allow_private_networks=args.allow_private_networks)
-    console = _console(args)
     try:
-        result = run_job(job, options, Notify(_notifier(args), console.important))
+        result = run_job(job, options, Notify(_notifier(console), console.important))
     except WebqaError as exc:
         run_id = getattr(exc, "run_id", None)
         if run_id is not None:  # stdout's summary line names the run, whatever stopped it
@@ -337,7 +328,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return int(result.exit_code)
 
 
-def cmd_runs(args: argparse.Namespace) -> int:
+def cmd_runs(args: argparse.Namespace, console: Console) -> int:
     import json
 
     from jobs.history import list_runs, render_runs, runs_json
@@ -353,7 +344,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_reindex(args: argparse.Namespace) -> int:
+def cmd_reindex(args: argparse.Namespace, console: Console) -> int:
     from pipelines.store import Store
 
     if not Path(args.db).exists():
@@ -366,7 +357,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_diff(args: argparse.Namespace) -> int:
+def cmd_diff(args: argparse.Namespace, console: Console) -> int:
     import json
 
     from jobs.history import compare_runs, default_pair, diff_json, previous_for, render_diff
@@ -390,7 +381,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_ask(args: argparse.Namespace) -> int:
+def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     import json
 
     from crawler.urllist import normalise_url
@@ -405,7 +396,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if url is None:
             raise ConfigError(f"--url {raw!r}: {reason}")
         urls.append(url)
-    notify = _notifier(args)
+    notify = _notifier(console)
     if not Path(args.db).exists():
         # Opening it would create an empty database only to report that it holds nothing.
         raise StoreError(f"{args.db}: no such database; run `webqa crawl URL… --db {args.db}` first, or pass --db")
@@ -461,7 +452,7 @@ def _print_answer(obj: dict, dry_run: bool) -> None:
         print(f"  [{c['source']}] {c.get('heading_path') or ''} <{c.get('url')}> “{c['quote']}” ({mark})")
 
 
-def cmd_schema(args: argparse.Namespace) -> int:
+def cmd_schema(args: argparse.Namespace, console: Console) -> int:
     import json
 
     from jobs.config import job_json_schema
@@ -470,7 +461,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
+def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     import json
 
     from jobs.config import load_job
@@ -490,7 +481,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     access = connect(ollama_settings(job), chat=False,
                      embeddings=any(m in ("embedding", "hybrid") for m in methods))
     if access.embedding_unavailable:
-        _notifier(args)(f"Notice: {access.embedding_unavailable}; leaving out embedding and hybrid")
+        _notifier(console)(f"Notice: {access.embedding_unavailable}; leaving out embedding and hybrid")
         methods = [m for m in methods if m not in ("embedding", "hybrid")] or ["bm25"]
     with open_session(args.db, access, embedding_model=job.embedding_model, prefixes=job.embedding_prefixes(),
                       no_chunks=f"{args.db} holds no chunks to evaluate") as session:
@@ -514,7 +505,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_explain(args: argparse.Namespace) -> int:
+def cmd_explain(args: argparse.Namespace, console: Console) -> int:
     from jobs.explain import explain_answer
     from jobs.runstore import RunStore
 
@@ -524,7 +515,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_crawl(args: argparse.Namespace) -> int:
+def cmd_crawl(args: argparse.Namespace, console: Console) -> int:
     from crawler.run import CrawlOptions, run_crawl
     from jobs.errors import StorageFailed
 
@@ -542,18 +533,18 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         summary = run_crawl(options, args.db)
     except Interrupted as exc:
         if exc.summary is not None:
-            _console(args).important(exc.summary.line())  # type: ignore[attr-defined]
+            console.important(exc.summary.line())  # type: ignore[attr-defined]
         raise
     except (NothingToDoError, StorageFailed) as exc:
         for problem in getattr(exc.summary, "problems", []):
-            _note(args, f"Skipped {problem}")
+            console.info(f"Skipped {problem}")
         if exc.summary is not None:
-            _console(args).important(exc.summary.line())
+            console.important(exc.summary.line())
             _crawl_failures(args, exc.summary)
         raise
     for problem in summary.problems:
-        _note(args, f"Skipped {problem}")
-    _console(args).result(summary.line())
+        console.info(f"Skipped {problem}")
+    console.result(summary.line())
     _crawl_failures(args, summary)
     # A crawl stopped by --max-duration left URLs unfetched: partial, like failed ones.
     return ExitCode.OK if not summary.failures and not summary.stopped_after else ExitCode.PARTIAL
@@ -564,7 +555,6 @@ def _crawl_failures(args: argparse.Namespace, summary: Any) -> None:
     failures = getattr(summary, "failures", [])
     if not failures:
         return
-    console = _console(args)
     console.important(f"Not fetched ({len(failures)}):")
     for line in summary.failure_lines():
         console.important(line)
@@ -573,22 +563,18 @@ def _crawl_failures(args: argparse.Namespace, summary: Any) -> None:
         console.important(f"Notice: {hint}")
 
 
-def cmd_worker(args: argparse.Namespace) -> int:
+def cmd_worker(args: argparse.Namespace, console: Console) -> int:
     try:
         from crawler.distributed.worker import run_worker
     except ImportError as exc:  # redis and scrapy-redis are the optional extra
         raise ConfigError(f"`webqa worker` needs the redis extra: pip install 'webqa[redis]' ({exc})") from None
     summary = run_worker(args.redis, wait=args.wait, extract_workers=args.workers, verbose=args.verbose)
-    _console(args).result(summary.line())
+    console.result(summary.line())
     return ExitCode.OK
 
 
 def _interactive(args: argparse.Namespace) -> bool:
     return sys.stderr.isatty() and not args.quiet and not args.verbose
-
-
-def _note(args: argparse.Namespace, message: str) -> None:
-    _console(args).info(message)
 
 
 def _configure_logging(args: argparse.Namespace, log: TextIO | None = None) -> None:
@@ -639,7 +625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"Error: --log-file {args.log_file}: cannot open for appending: {exc.strerror or exc}",
                   file=sys.stderr)
             return int(ExitCode.USAGE)
-    console = args.console = Console(args.quiet, log)
+    console = Console(args.quiet, log)
     _configure_logging(args, log)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
@@ -650,7 +636,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if log is not None:
             console._stamp(f"$ webqa {' '.join(sys.argv[1:] if argv is None else argv)}")
         _check_db(args)
-        code = int(handler(args))
+        code = int(handler(args, console))
         if log is not None:
             console._stamp(f"exit {code}")
         return code
