@@ -23,7 +23,7 @@ import duckdb
 from pipelines.errors import DatabaseLockedError, StoreError
 from pipelines import defaults, schema, search_index, vectors
 from pipelines.chunk import Chunk
-from pipelines.sql import insert_rows, table_exists
+from pipelines.sql import insert_rows
 from pipelines.vectors import embed_key
 
 log = logging.getLogger(__name__)
