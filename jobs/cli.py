@@ -540,17 +540,17 @@ def cmd_crawl(args: argparse.Namespace, console: Console) -> int:
             console.info(f"Skipped {problem}")
         if exc.summary is not None:
             console.important(exc.summary.line())
-            _crawl_failures(args, exc.summary)
+            _crawl_failures(console, exc.summary)
         raise
     for problem in summary.problems:
         console.info(f"Skipped {problem}")
     console.result(summary.line())
-    _crawl_failures(args, summary)
+    _crawl_failures(console, summary)
     # A crawl stopped by --max-duration left URLs unfetched: partial, like failed ones.
     return ExitCode.OK if not summary.failures and not summary.stopped_after else ExitCode.PARTIAL
 
 
-def _crawl_failures(args: argparse.Namespace, summary: Any) -> None:
+def _crawl_failures(console: Console, summary: Any) -> None:
     """The URLs that could not be fetched and why: for cron, so also under --quiet."""
     failures = getattr(summary, "failures", [])
     if not failures:
