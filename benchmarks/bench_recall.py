@@ -709,7 +709,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from jobs.evaluate import Packing, evaluate, render_table, summarise
     from jobs.llm import OllamaClient, OllamaSettings
     from jobs.select import Selector
-    from pipelines.store import RunStore
+    from jobs.runstore import RunStore
 
     missing = None if not args.no_embedding else "--no-embedding"
     if missing is None and any(m in ("embedding", "hybrid") for m in methods):

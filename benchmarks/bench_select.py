@@ -49,7 +49,8 @@ _VECTOR_SQL = f"list_transform(range({DIMS}), i -> ((hash(%s || ':' || i) %% 200
 def build(source: Path, target: Path, size: int) -> None:
     """Child process: the bench database with ``size`` chunks, vectors and the BM25 index."""
     from jobs.select import Selector
-    from pipelines.store import Store, embed_key
+    from pipelines.store import Store
+    from pipelines.vectors import add_windows, embed_key
 
     figures: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -87,7 +88,7 @@ def build(source: Path, target: Path, size: int) -> None:
         t1 = time.perf_counter()
         # The product's windows (a long chunk is embedded as several 150-word windows), then one hashed
         # vector per window, as Selector.embed_missing would store them.
-        Selector(conn)._add_windows(None)
+        add_windows(conn, None)
         conn.execute(
             f"INSERT INTO embeddings SELECT $model, window_key, {DIMS}, {_VECTOR_SQL % 'window_key'} "
             "FROM (SELECT DISTINCT window_key FROM chunk_windows)",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, load_url_file
 from pipelines import defaults
 from pipelines.errors import ConfigError, Interrupted, NothingToDoError, StorageFailed, WebqaError
-from pipelines.store import Store, utcnow
+from pipelines.store import Store, failures_query, utcnow
 
 if TYPE_CHECKING:
     from crawler.shutdown import GracefulShutdown
@@ -102,7 +102,7 @@ class CrawlSummary:
         lines = [f"  {f['url']}: {f['outcome']}: {f['reason']}" for f in failures[:limit]]
         if len(failures) > limit:
             lines.append(f"  … and {len(failures) - limit} more "
-                         f"(SELECT url, reason FROM fetch_log WHERE crawl_run_id = {self.crawl_run_id})")
+                         f"({failures_query(self.crawl_run_id)})")
         return lines
 
     def blocked_hint(self) -> str | None:
@@ -370,7 +370,7 @@ def _run_crawl(options: CrawlOptions, db_path: Path, shutdown: GracefulShutdown,
         stopped = f", stopped after {stopped_after:g} s (crawl.max_duration)" if stopped_after else ""
         raise NothingToDoError(
             f"no URL could be fetched ({summary.count('failed')} failed, {summary.count('skipped')} skipped{stopped}); "
-            f"see `SELECT url, reason FROM fetch_log WHERE crawl_run_id = {summary.crawl_run_id}` in {db_path}",
+            f"see `{failures_query(summary.crawl_run_id)}` in {db_path}",
             summary,
         )
     return summary

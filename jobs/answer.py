@@ -22,8 +22,9 @@ from jobs.prompt import (ANSWER_SCHEMA, NOT_ENOUGH_INFORMATION, PROMPT_VERSION, 
                          prompt_order, source_block)
 from jobs.select import Candidate, Packed, Selection, Selector, pack
 from jobs.validate import Validation, coerce_answer, validate_answer
+from pipelines import defaults
 from pipelines.chunk import estimate_tokens
-from pipelines.store import RunStore
+from jobs.runstore import RunStore
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +37,9 @@ CONFIDENCE_ORDER = {"high": 3, "medium": 2, "low": 1}
 
 @dataclass(frozen=True)
 class AskSettings:
-    method: str = "hybrid"
-    # A ceiling: packing fills the token budget (BENCHMARKS.md, "Answer in the prompt").
-    top_k: int = 40
-    token_budget: int = 3000
+    method: str = defaults.SELECTION_METHOD
+    top_k: int = defaults.TOP_K
+    token_budget: int = defaults.TOKEN_BUDGET
     retry_wider: bool = True
     # The wider retry doubles both; the default context (num_ctx 8192) still leaves room for the reply.
     retry_factor: int = 2

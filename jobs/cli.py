@@ -17,7 +17,8 @@ from typing import Any, TextIO
 from jobs.errors import ConfigError, ExitCode, Interrupted, LLMUnavailableError, NothingToDoError, StoreError, WebqaError
 from pipelines import defaults
 
-Handler = Callable[[argparse.Namespace], int]
+# A command gets its parsed arguments and the console that prints (and logs) its messages.
+Handler = Callable[[argparse.Namespace, "Console"], int]
 
 
 def _argument(convert: Callable[[str], Any], what: str, ok: Callable[[Any], bool], in_range: str) -> Callable[[str], Any]:
@@ -81,13 +82,6 @@ class Console:
         if self.log is not None:
             self.log.close()
             self.log = None
-
-
-def _console(args: argparse.Namespace) -> Console:
-    console = getattr(args, "console", None)
-    if console is None:
-        console = args.console = Console(getattr(args, "quiet", False))
-    return console
 
 
 def default_db() -> str:
@@ -241,9 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--job", metavar="NAME",
                      help="only search the pages that job's crawls reached (default: the whole database)")
     _add_db(ask)
-    ask.add_argument("--method", choices=("keyword", "bm25", "embedding", "hybrid"), default="hybrid")
-    ask.add_argument("--top-k", type=_non_negative_int, default=6, help="chunks sent to the answerer (default 6)")
-    ask.add_argument("--budget", type=_non_negative_int, default=3000, help="token budget of the sources (default 3000)")
+    ask.add_argument("--method", choices=("keyword", "bm25", "embedding", "hybrid"), default=defaults.SELECTION_METHOD,
+                     help=f"chunk ranking method (default {defaults.SELECTION_METHOD}, as a job's)")
+    ask.add_argument("--top-k", type=_non_negative_int, default=defaults.TOP_K,
+                     help=f"most chunks sent to the answerer, a ceiling (default {defaults.TOP_K}, as a job's)")
+    ask.add_argument("--budget", type=_non_negative_int, default=defaults.TOKEN_BUDGET,
+                     help=f"token budget of the sources (default {defaults.TOKEN_BUDGET}, as a job's)")
     ask.add_argument("--model", default=llm.DEFAULT_MODEL, help=f"Ollama model (default {llm.DEFAULT_MODEL})")
     ask.add_argument("--embedding-model", default=llm.DEFAULT_EMBEDDING_MODEL, help="Ollama embedding model")
     ask.add_argument("--answerer", choices=("llm", "extractive"), default="llm",
@@ -294,9 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _notifier(args: argparse.Namespace) -> Callable[[str], None]:
-    console = _console(args)
-
+def _notifier(console: Console) -> Callable[[str], None]:
     def notify(message: str) -> None:
         if message.startswith(("Notice", "Error")):
             console.important(message)
@@ -306,7 +301,7 @@ def _notifier(args: argparse.Namespace) -> Callable[[str], None]:
     return notify
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
     from jobs.config import load_job
 
     if args.resume and args.dry_run:
@@ -319,9 +314,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                          refresh=args.refresh, wait_seconds=args.wait, answerer=args.answerer,
                          verbose=args.verbose, progress=_interactive(args), resume=args.resume,
                          fail_on_change=args.fail_on_change, allow_private_networks=args.allow_private_networks)
-    console = _console(args)
     try:
-        result = run_job(job, options, Notify(_notifier(args), console.important))
+        result = run_job(job, options, Notify(_notifier(console), console.important))
     except WebqaError as exc:
         run_id = getattr(exc, "run_id", None)
         if run_id is not None:  # stdout's summary line names the run, whatever stopped it
@@ -334,11 +328,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     return int(result.exit_code)
 
 
-def cmd_runs(args: argparse.Namespace) -> int:
+def cmd_runs(args: argparse.Namespace, console: Console) -> int:
     import json
 
     from jobs.history import list_runs, render_runs, runs_json
-    from pipelines.store import RunStore
+    from jobs.runstore import RunStore
 
     with RunStore.open(args.db, read_only=True) as store:
         store.require_runs()
@@ -350,7 +344,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_reindex(args: argparse.Namespace) -> int:
+def cmd_reindex(args: argparse.Namespace, console: Console) -> int:
     from pipelines.store import Store
 
     if not Path(args.db).exists():
@@ -363,11 +357,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_diff(args: argparse.Namespace) -> int:
+def cmd_diff(args: argparse.Namespace, console: Console) -> int:
     import json
 
     from jobs.history import compare_runs, default_pair, diff_json, previous_for, render_diff
-    from pipelines.store import RunStore
+    from jobs.runstore import RunStore
 
     if args.run_a is not None and args.job:
         raise ConfigError("give run ids or --job, not both")
@@ -387,15 +381,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_ask(args: argparse.Namespace) -> int:
+def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     import json
 
     from crawler.urllist import normalise_url
-    from jobs.answer import AskSettings, QuestionAnswerer, QuestionSpec
+    from jobs.answer import AskSettings, QuestionSpec
     from jobs.llm import OllamaSettings, connect
     from jobs.report import outcome_json
-    from jobs.select import Selector
-    from pipelines.store import RunStore
+    from jobs.session import open_session
 
     urls = []
     for raw in args.url:
@@ -403,7 +396,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if url is None:
             raise ConfigError(f"--url {raw!r}: {reason}")
         urls.append(url)
-    notify = _notifier(args)
+    notify = _notifier(console)
     if not Path(args.db).exists():
         # Opening it would create an empty database only to report that it holds nothing.
         raise StoreError(f"{args.db}: no such database; run `webqa crawl URL… --db {args.db}` first, or pass --db")
@@ -414,12 +407,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if access.unreachable is not None and chat:
         raise LLMUnavailableError(f"{access.unreachable}; or answer without it: --answerer extractive --method bm25")
     # The selection's notice says once why embedding selection cannot be used, with the fix.
-    llm, embedder, embedding_unavailable = access.llm, access.embedder, access.embedding_unavailable
-    with RunStore.open(args.db) as store:
-        if store.count_chunks() == 0:
-            raise NothingToDoError(f"{args.db} holds no chunks; run `webqa crawl URL… --db {args.db}` first")
-        if store.fts_is_stale():
-            store.rebuild_fts()
+    with open_session(args.db, access, embedding_model=args.embedding_model,
+                      no_chunks=f"{args.db} holds no chunks; run `webqa crawl URL… --db {args.db}` first") as session:
+        store = session.store
         if args.job:
             # The pages that job's crawls reached, as `webqa run` searches them.
             job_pages = store.stored_urls(store.job_page_urls(args.job))
@@ -427,12 +417,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
                 raise ConfigError(f"--job {args.job}: no stored page was reached by a crawl of that job; "
                                   "check the name (webqa runs lists the jobs)")
             urls = urls or job_pages  # --url narrows further
-        selector = Selector(store.conn, embedder=embedder, embedding_model=args.embedding_model if embedder else None,
-                            ensure_fts=store.load_fts, embedding_unavailable=embedding_unavailable)
         ask = AskSettings(method=args.method, top_k=max(1, args.top_k), token_budget=max(1, args.budget),
                           retry_wider=not args.no_retry, answerer=answerer, dry_run=args.dry_run, model=args.model,
                           min_similarity=args.min_similarity)
-        outcome = QuestionAnswerer(store, selector, llm, ask).answer(
+        outcome = session.answerer(ask).answer(
             QuestionSpec("ask", args.question, tuple(urls) if urls else None))
     obj = outcome_json(outcome)
     if outcome.notice:
@@ -464,7 +452,7 @@ def _print_answer(obj: dict, dry_run: bool) -> None:
         print(f"  [{c['source']}] {c.get('heading_path') or ''} <{c.get('url')}> “{c['quote']}” ({mark})")
 
 
-def cmd_schema(args: argparse.Namespace) -> int:
+def cmd_schema(args: argparse.Namespace, console: Console) -> int:
     import json
 
     from jobs.config import job_json_schema
@@ -473,15 +461,14 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
+def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     import json
 
     from jobs.config import load_job
     from jobs.evaluate import EvalQuestion, Packing, evaluate, render_table, summarise
     from jobs.llm import connect
     from jobs.runner import ollama_settings
-    from jobs.select import Selector
-    from pipelines.store import RunStore
+    from jobs.session import open_session
 
     job = load_job(args.questions)
     questions = [EvalQuestion(q.id, q.question, tuple(q.expect), q.url, tuple(q.urls) if q.urls else None,
@@ -493,20 +480,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise StoreError(f"{args.db}: no such database; crawl the pages first (webqa crawl / webqa run)")
     access = connect(ollama_settings(job), chat=False,
                      embeddings=any(m in ("embedding", "hybrid") for m in methods))
-    embedder = access.embedder
     if access.embedding_unavailable:
-        _notifier(args)(f"Notice: {access.embedding_unavailable}; leaving out embedding and hybrid")
+        _notifier(console)(f"Notice: {access.embedding_unavailable}; leaving out embedding and hybrid")
         methods = [m for m in methods if m not in ("embedding", "hybrid")] or ["bm25"]
-    with RunStore.open(args.db) as store:
-        if store.count_chunks() == 0:
-            raise NothingToDoError(f"{args.db} holds no chunks to evaluate")
-        if store.fts_is_stale():
-            store.rebuild_fts()
-        selector = Selector(store.conn, embedder=embedder, embedding_model=job.embedding_model if embedder else None,
-                            ensure_fts=store.load_fts, prefixes=job.embedding_prefixes())
+    with open_session(args.db, access, embedding_model=job.embedding_model, prefixes=job.embedding_prefixes(),
+                      no_chunks=f"{args.db} holds no chunks to evaluate") as session:
         packing = Packing(top_k=max(1, args.pack_top_k or job.selection.top_k),
                           token_budget=max(1, args.budget or job.selection.token_budget))
-        funnels = evaluate(selector, store.conn, questions, methods, packing)
+        funnels = evaluate(session.selector, session.store, questions, methods, packing)
     summary = summarise(funnels, methods, k=max(1, args.top_k))
     if args.json:
         print(json.dumps({
@@ -524,9 +505,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_explain(args: argparse.Namespace) -> int:
+def cmd_explain(args: argparse.Namespace, console: Console) -> int:
     from jobs.explain import explain_answer
-    from pipelines.store import RunStore
+    from jobs.runstore import RunStore
 
     with RunStore.open(args.db, read_only=True) as store:
         store.require_runs()
@@ -534,7 +515,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_crawl(args: argparse.Namespace) -> int:
+def cmd_crawl(args: argparse.Namespace, console: Console) -> int:
     from crawler.run import CrawlOptions, run_crawl
     from jobs.errors import StorageFailed
 
@@ -552,32 +533,30 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         summary = run_crawl(options, args.db)
     except Interrupted as exc:
         if exc.summary is not None:
-            _console(args).important(exc.summary.line())  # type: ignore[attr-defined]
+            console.important(exc.summary.line())  # type: ignore[attr-defined]
         raise
     except (NothingToDoError, StorageFailed) as exc:
         for problem in getattr(exc.summary, "problems", []):
-            _note(args, f"Skipped {problem}")
+            console.info(f"Skipped {problem}")
         if exc.summary is not None:
-            _console(args).important(exc.summary.line())
-            _crawl_failures(args, exc.summary)
+            console.important(exc.summary.line())
+            _crawl_failures(console, exc.summary)
         raise
     for problem in summary.problems:
-        _note(args, f"Skipped {problem}")
-    _console(args).result(summary.line())
-    _crawl_failures(args, summary)
-    if summary.workers_lost:  # a crawl through Redis: nothing lost, but cron hears of it
-        _console(args).important(f"Workers lost: {summary.workers_lost}")
+        console.info(f"Skipped {problem}")
+    console.result(summary.line())
+    _crawl_failures(console, summary)
+    if summary.workers_lost:  # a crawl through Redis: their leases were fetched again, but cron hears of it
+        console.important(f"Notice: workers lost: {summary.workers_lost}")
     # A crawl stopped by --max-duration left URLs unfetched: partial, like failed ones.
-    return (ExitCode.OK if not summary.failures and not summary.stopped_after and not summary.workers_lost
-            else ExitCode.PARTIAL)
+    return ExitCode.OK if not summary.failures and not summary.stopped_after else ExitCode.PARTIAL
 
 
-def _crawl_failures(args: argparse.Namespace, summary: Any) -> None:
+def _crawl_failures(console: Console, summary: Any) -> None:
     """The URLs that could not be fetched and why: for cron, so also under --quiet."""
     failures = getattr(summary, "failures", [])
     if not failures:
         return
-    console = _console(args)
     console.important(f"Not fetched ({len(failures)}):")
     for line in summary.failure_lines():
         console.important(line)
@@ -586,22 +565,18 @@ def _crawl_failures(args: argparse.Namespace, summary: Any) -> None:
         console.important(f"Notice: {hint}")
 
 
-def cmd_worker(args: argparse.Namespace) -> int:
+def cmd_worker(args: argparse.Namespace, console: Console) -> int:
     try:
         from crawler.distributed.worker import run_worker
     except ImportError as exc:  # redis and scrapy-redis are the optional extra
         raise ConfigError(f"`webqa worker` needs the redis extra: pip install 'webqa[redis]' ({exc})") from None
     summary = run_worker(args.redis, wait=args.wait, extract_workers=args.workers, verbose=args.verbose)
-    _console(args).result(summary.line())
+    console.result(summary.line())
     return ExitCode.OK
 
 
 def _interactive(args: argparse.Namespace) -> bool:
     return sys.stderr.isatty() and not args.quiet and not args.verbose
-
-
-def _note(args: argparse.Namespace, message: str) -> None:
-    _console(args).info(message)
 
 
 def _configure_logging(args: argparse.Namespace, log: TextIO | None = None) -> None:
@@ -652,7 +627,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"Error: --log-file {args.log_file}: cannot open for appending: {exc.strerror or exc}",
                   file=sys.stderr)
             return int(ExitCode.USAGE)
-    console = args.console = Console(args.quiet, log)
+    console = Console(args.quiet, log)
     _configure_logging(args, log)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
@@ -663,7 +638,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if log is not None:
             console._stamp(f"$ webqa {' '.join(sys.argv[1:] if argv is None else argv)}")
         _check_db(args)
-        code = int(handler(args))
+        code = int(handler(args, console))
         if log is not None:
             console._stamp(f"exit {code}")
         return code

@@ -335,12 +335,12 @@ class SelectionConfig(_Model):
     """How chunks are chosen as evidence for a question."""
 
     method: Literal["keyword", "bm25", "embedding", "hybrid"] = Field(
-        "hybrid", description="Chunk ranking method."
+        defaults.SELECTION_METHOD, description="Chunk ranking method."
     )
     top_k: PosInt = Field(
-        40, description="Most chunks given to the answerer: a ceiling; the token budget is what normally binds."
+        defaults.TOP_K, description="Most chunks given to the answerer: a ceiling; the token budget is what normally binds."
     )
-    token_budget: PosInt = Field(3000, description="Most tokens of evidence per question.")
+    token_budget: PosInt = Field(defaults.TOKEN_BUDGET, description="Most tokens of evidence per question.")
     retry_wider: StrictBool = Field(
         True, description="Ask once more with more chunks on NEI/low confidence/failed citations."
     )

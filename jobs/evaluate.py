@@ -22,6 +22,7 @@ from jobs.answer import AskSettings, packed_sources, prompt_costed
 from jobs.prompt import SOURCE_SEPARATOR, source_block
 from jobs.select import Selector
 from pipelines.chunk import estimate_tokens
+from pipelines.store import Store
 
 KS = (1, 3, 5)
 _DROP = re.compile(r"<(script|style)\b.*?</\1\s*>|<!--.*?-->", re.S | re.I)
@@ -132,15 +133,13 @@ def answer_in_sources(sources: Sequence[Any], phrases: Sequence[str]) -> bool:
     return any(contains_any(source_block(s), phrases) for s in sources)
 
 
-def evaluate(selector: Selector, conn: Any, questions: Sequence[EvalQuestion], methods: Sequence[str],
+def evaluate(selector: Selector, store: Store, questions: Sequence[EvalQuestion], methods: Sequence[str],
              packing: Packing = Packing()) -> list[QuestionFunnel]:
     funnels = []
     for q in questions:
         in_html = in_text = None
         if q.url and q.expect:
-            row = conn.execute(
-                "SELECT p.text, h.html FROM pages p LEFT JOIN page_html h USING (url) WHERE p.url = ?", [q.url]
-            ).fetchone()
+            row = store.page_text_and_html(q.url)
             if row is None:
                 # The page was never stored: the answer is lost at fetch, not at chunking.
                 in_html = in_text = False
@@ -149,11 +148,7 @@ def evaluate(selector: Selector, conn: Any, questions: Sequence[EvalQuestion], m
                 in_html = contains_any(html_text(row[1] or ""), q.expect) if row[1] is not None else None
         answer_chunks: list[str] = []
         if q.expect:
-            scope_sql = "WHERE list_contains(?, url)" if q.url else ""
-            params = [[q.url, *q.also_urls]] if q.url else []
-            for chunk_id, heading, text in conn.execute(
-                f"SELECT chunk_id, heading_path, text FROM chunks {scope_sql} ORDER BY url, ordinal", params
-            ).fetchall():
+            for chunk_id, heading, text in store.chunk_texts([q.url, *q.also_urls] if q.url else None):
                 if contains_any(text, q.expect):
                     answer_chunks.append(chunk_id)
         funnel = QuestionFunnel(q, in_html, in_text, answer_chunks)

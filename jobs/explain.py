@@ -11,7 +11,8 @@ import json
 import textwrap
 
 from jobs.errors import StoreError
-from pipelines.store import RunStore
+from jobs.runstore import RunStore
+from pipelines.store import PAGE_TEXT_QUERY
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -30,17 +31,9 @@ def _attempts_of(store: RunStore, a: dict) -> list[dict]:
     writer at a time), so they are found by their consecutive ids and attempt numbers.
     """
     if a["run_id"] is not None:
-        return store.query_dicts(
-            "SELECT answer_id, attempt, final FROM answers WHERE run_id = ? AND question_id = ? "
-            "ORDER BY attempt, answer_id",
-            [a["run_id"], a["question_id"]],
-        )
+        return store.run_attempts(a["run_id"], a["question_id"])
     first = a["answer_id"] - (a["attempt"] - 1)
-    rows = store.query_dicts(
-        "SELECT answer_id, attempt, final FROM answers WHERE run_id IS NULL AND question_id = ? AND question = ? "
-        "AND answer_id BETWEEN ? AND ? ORDER BY answer_id",
-        [a["question_id"], a["question"], first, first + MAX_ATTEMPTS - 1],
-    )
+    rows = store.ask_attempts(a["question_id"], a["question"], first, first + MAX_ATTEMPTS - 1)
     return [r for r in rows if r["answer_id"] - r["attempt"] == first - 1]
 
 
@@ -57,10 +50,9 @@ def source_summary(selections: list[dict]) -> list[str]:
 
 
 def explain_answer(store: RunStore, answer_id: int, *, show_prompt: bool = True) -> str:
-    rows = store.query_dicts("SELECT * FROM answers WHERE answer_id = ?", [answer_id])
-    if not rows:
+    a = store.answer(answer_id)
+    if a is None:
         raise StoreError(f"no answer {answer_id} in {store.path}; answer ids are printed by `webqa ask` and in reports")
-    a = rows[0]
     siblings = _attempts_of(store, a)
     out: list[str] = []
     run = f"run {a['run_id']}" if a["run_id"] is not None else "webqa ask"
@@ -93,7 +85,7 @@ def explain_answer(store: RunStore, answer_id: int, *, show_prompt: bool = True)
         if c.get("url"):
             out.append(f"       {c.get('heading') or ''} <{c['url']}>")
     out.append("")
-    selections = store.query_dicts("SELECT * FROM selections WHERE answer_id = ? ORDER BY rank", [answer_id])
+    selections = store.selections_of(answer_id)
     sent = sum(1 for s in selections if s["sent"])
     out.append(f"3. Selection: {len(selections)} candidates ranked, {sent} sent "
                f"({sum(s['tokens'] or 0 for s in selections if s['sent'])} tokens)")
@@ -106,15 +98,15 @@ def explain_answer(store: RunStore, answer_id: int, *, show_prompt: bool = True)
         terms = ", ".join(s["matched_terms"] or []) or "none"
         out.append(f"   {'':<70}matched: {terms}; {s['reason']}")
     out.append("")
-    prompt = store.query_dicts("SELECT * FROM prompts WHERE answer_id = ?", [answer_id])
+    prompt = store.prompt_of(answer_id)
     if prompt:
         if show_prompt:
-            out.append(f"4. Prompt sent (template version {prompt[0]['prompt_version']})")
-            out.append(textwrap.indent(prompt[0]["prompt"], "   | ", lambda _line: True))
+            out.append(f"4. Prompt sent (template version {prompt['prompt_version']})")
+            out.append(textwrap.indent(prompt["prompt"], "   | ", lambda _line: True))
             out.append("")
         out.append("5. Raw reply")
-        out.append(textwrap.indent(prompt[0]["raw_reply"] or "(none: answered without an LLM)", "   | ", lambda _l: True))
+        out.append(textwrap.indent(prompt["raw_reply"] or "(none: answered without an LLM)", "   | ", lambda _l: True))
         out.append("")
     out.append("Next: if the right chunk is not among the candidates, the loss is upstream — check the page "
-               "(SELECT text FROM pages WHERE url = …) and its chunks, or run `webqa eval` with expect phrases.")
+               f"({PAGE_TEXT_QUERY}) and its chunks, or run `webqa eval` with expect phrases.")
     return "\n".join(out)

@@ -18,7 +18,7 @@ from typing import Any
 
 from jobs.changes import CHANGED, NEW, NO_LONGER_ANSWERED, UNCHANGED, Evidence, classify, evidence_of
 from jobs.errors import ConfigError, StoreError
-from pipelines.store import IN_PROGRESS, RunStore
+from jobs.runstore import IN_PROGRESS, RunStore
 
 # A question of the earlier run that the later run did not ask (removed from the job, or the run
 # was interrupted before it). Not one of jobs.changes' kinds: nothing can be said about its answer.
@@ -167,9 +167,7 @@ def compare_runs(store: RunStore, run_a: int | None, run_b: int, order: Sequence
 def default_pair(store: RunStore, job: str | None) -> tuple[int, int]:
     """The last two successful (done or partial, not dry) runs of the job, or of the only job."""
     name = job or only_job(store)
-    ids = [r[0] for r in store.conn.execute(
-        "SELECT run_id FROM runs WHERE job_name = ? AND status IN ('done', 'partial') AND NOT dry_run "
-        "ORDER BY run_id DESC LIMIT 2", [name]).fetchall()]
+    ids = store.last_successful_runs(name, 2)
     if len(ids) < 2:
         raise ConfigError(f"job {name} has {len(ids) or 'no'} successful run{'s' if len(ids) != 1 else ''} in "
                           f"{store.path}; give two run ids (`webqa runs` lists them)")
@@ -190,7 +188,7 @@ def previous_for(store: RunStore, run_id: int) -> int:
 
 
 def only_job(store: RunStore) -> str:
-    names = [r[0] for r in store.conn.execute("SELECT DISTINCT job_name FROM runs ORDER BY 1").fetchall()]
+    names = store.job_names()
     if not names:
         raise StoreError(f"{store.path} has no runs yet; `webqa run JOB.yaml` makes one")
     if len(names) > 1:
@@ -228,18 +226,10 @@ def display_status(run: dict[str, Any]) -> str:
 
 def list_runs(store: RunStore, job: str | None = None, limit: int | None = 20) -> list[dict[str, Any]]:
     """Runs, newest first, with their answer-change counts and a ``state`` (status, or 'killed')."""
-    sql = "SELECT * FROM runs" + (" WHERE job_name = ?" if job else "") + " ORDER BY run_id DESC"
-    params: list[Any] = [job] if job else []
-    if limit:
-        sql += " LIMIT ?"
-        params.append(limit)
-    runs = store.query_dicts(sql, params)
+    runs = store.runs(job, limit)
     changes: dict[int, dict[str, int]] = {}
     if runs and store.has_column("answers", "change"):
-        for run_id, kind, n in store.conn.execute(
-                "SELECT run_id, change, count(*) FROM answers WHERE final AND change IS NOT NULL "
-                "AND list_contains(?, run_id) GROUP BY ALL", [[r["run_id"] for r in runs]]).fetchall():
-            changes.setdefault(int(run_id), {})[str(kind)] = int(n)
+        changes = store.change_counts([r["run_id"] for r in runs])
     for run in runs:
         run["state"] = display_status(run)
         run["changes"] = changes.get(run["run_id"], {})

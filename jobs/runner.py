@@ -37,10 +37,10 @@ from jobs.history import RunDiff, change_line, compare_runs, evidence_from_row, 
 from jobs.llm import OllamaSettings, connect
 from jobs.lock import RunLock
 from jobs.report import answer_row_json, outcome_json, write_csv, write_jsonl_line, write_markdown_report
-from jobs.select import Selector
+from jobs.session import open_session
 from crawler.run import SHOWN_FAILURES
 from pipelines.signals import stop_signals
-from pipelines.store import IN_PROGRESS, RunStore
+from jobs.runstore import IN_PROGRESS, RunStore
 
 log = logging.getLogger(__name__)
 
@@ -446,6 +446,9 @@ class _Run:
         if crawl.stale and not crawl.nothing_fetched:
             self.notify.important(f"Notice: {len(crawl.stale)} pages could not be refreshed; their stored copies "
                                   "are used and marked stale in the report")
+        workers_lost = getattr(summary, "workers_lost", None)
+        if workers_lost:  # a crawl through Redis: their leases were fetched again; nothing lost, but cron hears
+            self.notify.important(f"Notice: workers lost: {workers_lost}")
         if crawl.nothing_fetched and crawl.failures and self.job.on_crawl_failure == "answer_stale":
             self.notify.important("Notice: no page could be fetched; answering from the stored copies "
                                   "(on_crawl_failure: answer_stale)")
@@ -546,8 +549,7 @@ def _resumed_results(store: RunStore, changes: _Changes, run_id: int, specs: lis
                      jsonl_path: Path) -> dict[str, dict[str, Any]]:
     """The questions a resumed run had answered: their JSONL objects (from the file, else the database)."""
     rows = {r["question_id"]: r for r in store.final_answers(run_id)}
-    attempts = dict(store.conn.execute(
-        "SELECT question_id, count(*) FROM answers WHERE run_id = ? GROUP BY ALL", [run_id]).fetchall())
+    attempts = store.attempt_counts(run_id)
     written: dict[str, dict[str, Any]] = {}
     try:
         with jsonl_path.open(encoding="utf-8") as old:
@@ -594,7 +596,6 @@ def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
         degraded.append(f"{access.unreachable}; answered extractively (quoting the best sentences) instead{also}")
     elif wants_embeddings and access.embedding_unavailable:
         degraded.append(f"{access.embedding_unavailable}; selected with bm25 instead of {method}")
-    llm, embedder, embedding_unavailable = access.llm, access.embedder, access.embedding_unavailable
     for notice in degraded:
         notify.important(f"Notice: {notice}")
     notices += degraded
@@ -602,12 +603,9 @@ def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
 
     assert run.run_id is not None
     run_id = run.run_id
-    store = RunStore.open(options.db)
-    try:
-        if store.count_chunks() == 0:
-            raise NothingToDoError(f"{options.db} holds no chunks to answer from; check the crawl (webqa crawl -v)")
-        if store.fts_is_stale():
-            store.rebuild_fts()
+    with open_session(options.db, access, embedding_model=job.embedding_model, prefixes=job.embedding_prefixes(),
+                      no_chunks=f"{options.db} holds no chunks to answer from; check the crawl (webqa crawl -v)") as session:
+        store = session.store
         scope = _job_scope(store, job, crawl)
         if scope is not None:
             scope = store.stored_urls(scope)  # a listed URL never fetched is reported by the crawl, not per question
@@ -617,21 +615,16 @@ def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
         if run.resume is None or run.resume.get("phase") == "crawl":
             store.start_answering(run_id, job.name, crawl.crawl_run_id, scope, answerer=answerer,
                                   model=job.model if answerer == "llm" else None)
-        selector = Selector(store.conn, embedder=embedder, embedding_model=job.embedding_model if embedder else None,
-                            ensure_fts=store.load_fts, embedding_unavailable=embedding_unavailable,
-                            prefixes=job.embedding_prefixes())
         run_row = store.run_row(run_id) or {}
         previous_run_id = run_row.get("previous_run_id")
         ask = AskSettings(method=method, top_k=job.selection.top_k, token_budget=job.selection.token_budget,
                           retry_wider=job.selection.retry_wider, answerer=answerer, dry_run=options.dry_run,
                           model=job.model, min_similarity=job.selection.min_similarity)
-        answerer_obj = QuestionAnswerer(store, selector, llm, ask, run_id=run_id)
+        answerer_obj = session.answerer(ask, run_id=run_id)
         out_dir = (options.out_dir or job.output.dir) / f"run-{run_id}"
         resumed_answers = run.resume is not None and run.resume.get("phase") != "crawl"
         return _run_questions(run, store, answerer_obj, out_dir, crawl, degraded, previous_run_id, scope,
                               resumed=run.resume is not None, resumed_answers=resumed_answers)
-    finally:
-        store.close()
 
 
 def _job_page_urls(job: JobConfig) -> list[str] | None:

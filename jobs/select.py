@@ -17,11 +17,8 @@ deterministically: ties are broken by page URL and position in the page, never b
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -31,10 +28,8 @@ import duckdb
 from jobs.errors import LLMError, WebqaError
 from jobs.extractive import content_words, stem
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for, vector_space
-from pipelines.schema import terms as index_terms
-from pipelines.schema import tokenize, unit_vectors_table
-from pipelines.store import (EMBED_SCHEME, add_unit_vectors, embed_windows, ensure_unit_vectors, insert_rows,
-                             text_key)
+from pipelines import search_index, vectors
+from pipelines.vectors import embed_windows
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +45,10 @@ HYBRID_BM25_WEIGHT = 0.5
 DEFAULT_POOL = 50
 HEADING_BOOST = 2
 
-# Okapi BM25 with the fts extension's formula (its match_bm25 macro; how BM25_SQL computes it fast is
-# told there), with two changes. Stop words are dropped from the question before stemming (match_bm25
-# keeps their stems). And a term in the heading path counts BM25_HEADING_WEIGHT times (BM25F-style field
-# weighting). Section titles name what a section is about ("Where to patch", "Generators"), and the page
+# Okapi BM25 with the fts extension's formula (its match_bm25 macro; how BM25_SQL in
+# pipelines/search_index.py computes it fast is told there), with two changes. Stop words are dropped from
+# the question before stemming (match_bm25 keeps their stems). And a term in the heading path counts
+# BM25_HEADING_WEIGHT times (BM25F-style field weighting). Section titles name what a section is about ("Where to patch", "Generators"), and the page
 # title is in every chunk's path. With b = 0.5 (match_bm25: 0.75) long chunks, which hold most answers in
 # reference pages, are penalised less. Both changes raised bm25 recall on the dev set, hybrid's by at most
 # one question (figures: BENCHMARKS.md, "Figures behind code comments").
@@ -227,22 +222,7 @@ class Selector:
         keywords = question_keywords(question)
         if not keywords:
             return []
-        rows = self.conn.execute(
-            f"""
-            WITH scored AS (
-                SELECT chunk_id, url, ordinal, heading_path, text, token_estimate,
-                       list_filter($kw, k -> contains(lower(heading_path || ' ' || text), k)) AS matched,
-                       len(list_filter($kw, k -> contains(lower(heading_path), k))) > 0 AS in_heading
-                FROM chunks WHERE {_SCOPE}
-            )
-            SELECT chunk_id, url, heading_path, text, token_estimate, matched,
-                   len(matched) + CASE WHEN in_heading THEN {HEADING_BOOST} ELSE 0 END AS score, ordinal
-            FROM scored WHERE len(matched) > 0
-            ORDER BY score DESC, url, ordinal
-            LIMIT $pool
-            """,
-            {"kw": keywords, "urls": scope, "pool": self.pool},
-        ).fetchall()
+        rows = search_index.keyword_rank(self.conn, keywords, scope, pool=self.pool, heading_boost=HEADING_BOOST)
         return [
             Candidate(cid, url, heading, text, tokens, score=float(score), keyword_score=float(score),
                       matched=tuple(matched), ordinal=ordinal)
@@ -273,14 +253,7 @@ class Selector:
                 weights[word] = weights.get(word, 0.0) + (candidate.score / total) / len(words)
         if not weights:
             return []
-        # Document frequencies from the postings themselves (the index keeps no statistics, see BM25_SQL).
-        idf = dict(self.conn.execute(
-            """WITH words AS (SELECT w, stem(w, 'porter') AS term FROM (SELECT unnest($words) AS w)),
-                    df AS (SELECT term, count(*) AS df FROM bm25_postings
-                           WHERE term IN (SELECT term FROM words) GROUP BY term)
-               SELECT w, log((st.num_docs - df.df + 0.5) / (df.df + 0.5) + 1)
-               FROM words JOIN df USING (term), (SELECT count(*) AS num_docs FROM selection_docs) st""",
-            {"words": sorted(weights)}).fetchall())
+        idf = search_index.idf(self.conn, sorted(weights))
         ranked = sorted(((weights[w] * idf[w], w) for w in weights if w in idf), key=lambda x: (-x[0], x[1]))
         return [w for _score, w in ranked[:count]]
 
@@ -291,8 +264,8 @@ class Selector:
             return []
         try:
             params = self.bm25_params
-            rows = self.conn.execute(BM25_SQL, {"q": question, "urls": scope, "pool": self.pool, "k1": params.k1,
-                                                "b": params.b, "heading_weight": params.heading_weight}).fetchall()
+            rows = search_index.bm25_rank(self.conn, question, scope, pool=self.pool, k1=params.k1, b=params.b,
+                                          heading_weight=params.heading_weight)
         except duckdb.CatalogException:
             # No index tables: a database opened read-only before any webqa of this version wrote to it
             # (Store.fts_is_stale reports it, so `webqa crawl` builds them).
@@ -308,25 +281,11 @@ class Selector:
         assert self.embedder is not None and self.embedding_model
         vector = _unit_length(self.embedder.embed([self.prefixes.query + question], model=self.embedding_model)[0])
         dims = len(vector)
-        # Bound as JSON text and cast in SQL: DuckDB's Python client converts a list of floats value by value
-        # (with an import look-up each), far slower than one string (BENCHMARKS.md, "Figures behind code
-        # comments").
-        params = {"q": json.dumps(vector), "model": self.vector_space, "pool": self.pool,
-                  "windows": self.pool * WINDOWS_PER_DOC, **({"urls": scope} if scope else {})}
-        scoped = _EMBEDDING_SCOPE if scope else ""
-        table = unit_vectors_table(dims)
         try:
             if dims not in self._vector_tables:
-                ensure_unit_vectors(self.conn, dims)
+                vectors.ensure_unit_vectors(self.conn, dims)
                 self._vector_tables.add(dims)
-            rows = self.conn.execute(EMBEDDING_SQL.format(table=table, dims=dims, scope=scoped), params).fetchall()
-            windows_seen = rows[0][-1] if rows else 0
-            if len(rows) < self.pool and windows_seen == params["windows"]:
-                # Fewer chunks than the pool among the best windows (chunks of many windows): rank every
-                # chunk by its best window instead. Same ranking, slower.
-                del params["windows"]
-                rows = self.conn.execute(EMBEDDING_ALL_SQL.format(table=table, dims=dims, scope=scoped),
-                                         params).fetchall()
+            rows = vectors.rank(self.conn, vector, self.vector_space, scope, pool=self.pool)
         except duckdb.CatalogException:
             # No index tables (see bm25).
             raise WebqaError(_NO_INDEX) from None
@@ -376,161 +335,22 @@ class Selector:
     def embed_missing(self, scope: list[str] | None = None, batch: int = 256) -> int:
         """Embed every window of the chunks in scope that has no vector for the model yet; returns how many."""
         assert self.embedder is not None and self.embedding_model
-        mapped = self._add_windows(scope)
+        mapped = vectors.add_windows(self.conn, scope)
         # Windows mapped just now may already have vectors (a one-window chunk embedded before windows
         # existed, text repeated on another page): selection must see those too.
-        add_unit_vectors(self.conn, None, mapped)
-        rows = self.conn.execute(
-            f"""
-            SELECT w.window_key, arg_min(w.part, c.embed_key), arg_min(c.heading_path, c.embed_key),
-                   arg_min(c.text, c.embed_key)
-            FROM chunk_windows w JOIN chunks c USING (embed_key)
-            WHERE w.scheme = $scheme AND ($urls IS NULL OR list_contains($urls, c.url))
-              AND w.window_key NOT IN (SELECT embed_key FROM embeddings WHERE model = $model)
-            GROUP BY w.window_key ORDER BY w.window_key
-            """,
-            {"urls": scope, "model": self.vector_space, "scheme": EMBED_SCHEME},
-        ).fetchall()
+        vectors.add_unit_vectors(self.conn, None, mapped)
+        rows = vectors.windows_without_vectors(self.conn, scope, self.vector_space)
         for start in range(0, len(rows), batch):
             part = rows[start : start + batch]
             texts = [self.prefixes.document + embed_windows(heading, text)[index] for _key, index, heading, text in part]
-            vectors = self.embedder.embed(texts, model=self.embedding_model)
-            self._insert_vectors([key for key, _i, _h, _t in part], vectors)
+            embedded = self.embedder.embed(texts, model=self.embedding_model)
+            vectors.insert_vectors(self.conn, self.vector_space, [key for key, _i, _h, _t in part], embedded)
         if rows:
             log.info("Embedded %d chunk windows with %s", len(rows), self.embedding_model)
         return len(rows)
 
-    def _add_windows(self, scope: list[str] | None) -> list[str]:
-        """Record the windows of chunks in scope that have none under the current scheme; their keys."""
-        chunks = self.conn.execute(
-            f"""
-            SELECT embed_key, any_value(heading_path), any_value(text) FROM chunks
-            WHERE {_SCOPE}
-              AND embed_key NOT IN (SELECT embed_key FROM chunk_windows WHERE scheme = $scheme)
-            GROUP BY embed_key ORDER BY embed_key
-            """,
-            {"urls": scope, "scheme": EMBED_SCHEME},
-        ).fetchall()
-        rows = [
-            (key, EMBED_SCHEME, index, text_key(window))
-            for key, heading, text in chunks
-            for index, window in enumerate(embed_windows(heading, text))
-        ]
-        if rows:
-            insert_rows(self.conn, "INSERT OR IGNORE INTO chunk_windows VALUES", rows)
-        return sorted({key for _chunk, _scheme, _part, key in rows})
-
-    def _insert_vectors(self, keys: list[str], vectors: list[list[float]]) -> None:
-        # Binding thousands of float lists as parameters takes minutes; a bulk read of a temporary
-        # NDJSON file takes well under a second.
-        fd, path = tempfile.mkstemp(suffix=".ndjson", prefix="webqa-embed-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                for key, vector in zip(keys, vectors, strict=True):
-                    out.write(json.dumps({"k": key, "v": vector}) + "\n")
-            self.conn.execute(
-                """
-                INSERT OR REPLACE INTO embeddings
-                SELECT $model, k, len(v), v FROM read_json($path, format = 'newline_delimited',
-                                                    columns = {'k': 'VARCHAR', 'v': 'FLOAT[]'})
-                """,
-                {"model": self.vector_space, "path": path},
-            )
-        finally:
-            os.unlink(path)
-        add_unit_vectors(self.conn, self.vector_space, keys, {len(v) for v in vectors})
-
 
 _NO_INDEX = "the full-text index is missing; run `webqa crawl` (or `webqa run`) once to build it"
-_SCOPE = "($urls IS NULL OR list_contains($urls, url))"
-
-# How BM25_SQL computes the formula above (tests/test_select.py checks the scores against the fts
-# extension's match_bm25 with its parameters). It reads bm25_postings (term, doc, counts in heading and
-# text, doc length; pipelines/schema.py), so the per-question work is: the question's terms' rows, their
-# document frequencies counted from those same rows, the document count and average length from
-# selection_docs (nothing is kept as a running total, so nothing can drift), a sum per doc, and only then
-# the url and ordinal of the best-scoring docs for the tie-break and the text of the top ``pool``. The question
-# is tokenised by the same SQL as the chunks (pipelines/schema.py tokenize). The per-doc sum is taken in
-# DECIMAL(38, 18), exact and so independent of the order DuckDB's parallel aggregate adds the terms in:
-# summed as DOUBLE, scores differed run to run in the last bit, which reordered tied chunks (copies of a
-# section on several pages) between runs. Against match_bm25 scores differ by at most ~1e-15.
-BM25_SQL = f"""
-WITH words AS (SELECT unnest({tokenize("$q")}) AS w),
--- Stop words leave the question before stemming, as they left the text when it was indexed: match_bm25
--- stems them too, and "are" became "ar", matching every AR and ARFLAGS of the sysconfig page.
-tokens AS (SELECT DISTINCT w AS term FROM ({index_terms("SELECT w FROM words")})),
-hits AS MATERIALIZED (
-    SELECT p.term, p.doc, p.tf_heading, p.tf_text, p.len FROM bm25_postings p WHERE p.term IN (SELECT term FROM tokens)
-),
-stats AS (SELECT count(*) AS num_docs, sum(len) / count(len) AS avgdl FROM selection_docs),
-qterms AS (
-    SELECT term, log(((st.num_docs - df) + 0.5) / (df + 0.5) + 1) AS idf
-    FROM (SELECT term, count(*) AS df FROM hits GROUP BY term), stats st
-),
-scored AS MATERIALIZED (
-    SELECT h.doc,
-           sum((q.idf * ((h.tf_heading * $heading_weight + h.tf_text) * ($k1 + 1))
-                / ((h.tf_heading * $heading_weight + h.tf_text) + $k1 * ((1 - $b) + $b * (h.len / st.avgdl))))
-               ::DECIMAL(38, 18)) AS score
-    FROM hits h JOIN qterms q USING (term), stats st
-    WHERE $urls IS NULL OR h.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url))
-    GROUP BY h.doc
-),
--- Every doc of the top ``pool`` by (score, url, ordinal) scores at least the pool-th best score: only those
--- docs are joined for their url and ordinal (joining every scored doc was most of the query at 100k).
-cut AS (SELECT min(score) AS score FROM (SELECT score FROM scored ORDER BY score DESC LIMIT $pool)),
-top AS (
-    SELECT s.chunk_id, s.url, s.ordinal, scored.score
-    FROM scored JOIN selection_docs s USING (doc)
-    WHERE scored.score >= (SELECT score FROM cut)
-    ORDER BY scored.score DESC, s.url, s.ordinal
-    LIMIT $pool
-)
-SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score::DOUBLE, c.ordinal
-FROM top JOIN chunks c USING (chunk_id)
-ORDER BY top.score DESC, top.url, top.ordinal
-"""
-
-# Exact cosine over the unit-length copy of the cached vectors (pipelines/schema.py unit_vectors_<dims>),
-# one row per (indexed chunk, window), as a dot product with the unit-length question: no per-row cast, no
-# join before the top ``pool`` is known, ties by the rows' url, ordinal and part. A chunk scores as its
-# best window (pipelines.store.embed_windows). The chunks ranked by their best window are the first
-# distinct chunks of the windows ranked by score: so only the best ``pool × WINDOWS_PER_DOC`` windows are
-# kept (a top-N heap, not a group per chunk over every window; faster, BENCHMARKS.md, "Figures behind code comments"). When
-# those hold fewer than ``pool`` chunks, EMBEDDING_ALL_SQL groups them all. The last column is how many
-# windows the first query kept.
-WINDOWS_PER_DOC = 8
-_EMBEDDING_SCOPE = "AND list_contains($urls, v.url)"
-# The pool's chunks with their text, best first (``top``: doc, url, ordinal, score).
-_EMBEDDING_RESULT = """
-SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score, c.ordinal, {windows_seen}
-FROM top JOIN selection_docs s USING (doc) JOIN chunks c ON c.chunk_id = s.chunk_id
-ORDER BY top.score DESC, top.url, top.ordinal
-"""
-EMBEDDING_SQL = """
-WITH windows AS (
-    SELECT v.doc, v.url, v.ordinal, array_inner_product(v.vector, $q::FLOAT[{dims}]) AS score
-    FROM {table} v
-    WHERE v.model = $model {scope}
-    ORDER BY score DESC, v.url, v.ordinal, v.part
-    LIMIT $windows
-),
-top AS (
-    SELECT doc, url, ordinal, max(score) AS score FROM windows GROUP BY doc, url, ordinal
-    ORDER BY score DESC, url, ordinal LIMIT $pool
-)
-""" + _EMBEDDING_RESULT.replace("{windows_seen}", "(SELECT count(*) FROM windows)")
-EMBEDDING_ALL_SQL = """
-WITH top AS (
-    SELECT v.doc, v.url, v.ordinal, max(array_inner_product(v.vector, $q::FLOAT[{dims}])) AS score
-    FROM {table} v
-    WHERE v.model = $model {scope}
-    GROUP BY v.doc, v.url, v.ordinal
-    ORDER BY score DESC, v.url, v.ordinal
-    LIMIT $pool
-)
-""" + _EMBEDDING_RESULT.replace("{windows_seen}", "NULL")
-
 
 def fuse(lists: Sequence[tuple[float, Sequence[Candidate]]], pool: int, keep: str) -> list[Candidate]:
     """Weighted min-max fusion of ranked lists of the same kind (``keep``: the score field to carry)."""

@@ -1,5 +1,5 @@
-"""The crawl's defaults, each written once: Scrapy's settings, the job models, ``CrawlOptions`` and the
-command line all take theirs from here, so that they cannot drift apart.
+"""The crawl's and selection's defaults, each written once: Scrapy's settings, the job models,
+``CrawlOptions``, ``AskSettings`` and the command line all take theirs from here, so that they cannot drift apart.
 
 In the bottom layer and importing nothing, because all three layers need them (the chunker in
 pipelines/, the Scrapy settings in crawler/, the job file and argparse in jobs/), and a job file is
@@ -25,6 +25,13 @@ CHUNK_TOKENS = 350
 CHUNK_OVERLAP = 40
 # Seconds one page may spend in trafilatura and the chunker before it is recorded as failed.
 EXTRACT_TIMEOUT = 10.0
+
+# Selection, the same for `webqa run` (a job's selection:), `webqa ask` and `webqa eval`.
+SELECTION_METHOD = "hybrid"
+# Most chunks sent to the answerer: a ceiling, the token budget is what binds (BENCHMARKS.md, "Answer in the prompt").
+TOP_K = 40
+# Most estimated tokens of evidence per question.
+TOKEN_BUDGET = 3000
 
 # Where the User-Agent points when the job names no contact URL.
 PROJECT_URL = "https://pypi.org/project/webqa/"

@@ -121,7 +121,7 @@ CREATE TABLE IF NOT EXISTS embeddings (
     PRIMARY KEY (model, embed_key)
 );
 
--- The windows a chunk is embedded as (pipelines.store.embed_windows), per windowing scheme: window_key is
+-- The windows a chunk is embedded as (pipelines.vectors.embed_windows), per windowing scheme: window_key is
 -- the embeddings.embed_key of the window's text (for a one-window chunk, the chunk's own embed_key).
 -- A chunk's embedding score is its best window's.
 CREATE TABLE IF NOT EXISTS chunk_windows (
@@ -226,79 +226,17 @@ CREATE TABLE IF NOT EXISTS prompts (
 );
 """
 
-# Batched page writes (Store.save_pages): every value is bound as one list per column ($name) and the
-# lists are unnested side by side, so a batch of pages costs one statement per table.
-REFRESH_UNCHANGED_PAGES = """
-UPDATE pages SET checked_at = v.fetched, fetched_at = v.fetched, status = v.status, final_url = v.final_url, etag = v.etag,
-    last_modified = v.last_modified, links_at = v.fetched
-FROM (SELECT unnest($url) AS url, unnest($fetched)::TIMESTAMP AS fetched, unnest($status)::INTEGER AS status,
-             unnest($final_url)::VARCHAR AS final_url, unnest($etag)::VARCHAR AS etag,
-             unnest($last_modified)::VARCHAR AS last_modified) v
-WHERE pages.url = v.url
-"""
-INSERT_PAGES = """
-INSERT OR REPLACE INTO pages (url, final_url, status, fetched_at, checked_at, content_type, etag, last_modified,
-    content_hash, title, lang, extractor, html_bytes, text_bytes, text, depth, extract_seconds, crawl_run_id,
-    changed_at, links_at)
-SELECT url, final_url, status, fetched, fetched, content_type, etag, last_modified, hash, title, lang, extractor, html_bytes,
-       text_bytes, text, depth, extract_seconds, $run, fetched, fetched
-FROM (SELECT unnest($url) AS url, unnest($final_url)::VARCHAR AS final_url, unnest($status)::INTEGER AS status,
-             unnest($fetched)::TIMESTAMP AS fetched, unnest($content_type)::VARCHAR AS content_type,
-             unnest($etag)::VARCHAR AS etag, unnest($last_modified)::VARCHAR AS last_modified,
-             unnest($hash)::VARCHAR AS hash, unnest($title)::VARCHAR AS title, unnest($lang)::VARCHAR AS lang,
-             unnest($extractor)::VARCHAR AS extractor, unnest($html_bytes)::INTEGER AS html_bytes,
-             unnest($text_bytes)::INTEGER AS text_bytes, unnest($text)::VARCHAR AS text,
-             unnest($depth)::INTEGER AS depth, unnest($extract_seconds)::DOUBLE AS extract_seconds)
-"""
-INSERT_PAGE_HTML = "INSERT OR REPLACE INTO page_html SELECT unnest($url), unnest($html)::VARCHAR"
-INSERT_CHUNKS = """
-INSERT OR REPLACE INTO chunks
-SELECT unnest($chunk_id), unnest($url), unnest($ordinal)::INTEGER, unnest($heading)::VARCHAR, unnest($text)::VARCHAR,
-       unnest($tokens)::INTEGER, unnest($hash), unnest($key)
-"""
-INSERT_PAGE_LINKS = "INSERT INTO page_links (url, target, ordinal) SELECT unnest($url), unnest($target), unnest($ordinal)"
-
-# The BM25 index covers the heading path as well as the text: a section titled "Installing on Linux"
-# answers "how do I install on Linux?" even when its body never repeats those words.
-# Digits are kept ("2.1", "port 8470", "HTTP 404" are what documentation questions are about), and the
-# stop list is short: DuckDB's built-in English list (571 words) removes words such as "changes",
-# "new", "example" and "available" that decide documentation questions. BM25's IDF already discounts
-# words that are everywhere.
-FTS_STOPWORDS = (
-    "a an and are as at be by can do does for from has have how i if in into is it its of on or that "
-    "the their there this to was were what when where which who why will with you your"
-).split()
-CREATE_FTS_STOPWORDS = "CREATE TABLE IF NOT EXISTS fts_stopwords (sw VARCHAR PRIMARY KEY)"
-
-
-def tokenize(text: str) -> str:
-    """SQL for the words of the SQL expression ``text``: the fts extension's tokenize macro as
-    ``create_fts_index(..., ignore='(\\.|[^a-z0-9])+', strip_accents=1, lower=1)`` defines it.
-
-    Chunks and questions both go through this one expression, so their terms always agree.
-    """
-    return (f"string_split_regex(regexp_replace(lower(strip_accents(({text})::VARCHAR)), "
-            f"'(\\.|[^a-z0-9])+', ' ', 'g'), '\\s+')")
-
-
-def terms(words: str) -> str:
-    """SQL: the BM25 terms of the rows of ``words`` (a query with a column ``w``, other columns kept):
-    empty words and stop words leave before Porter stemming (``stem`` comes from the fts extension)."""
-    return (f"SELECT * REPLACE (stem(w, 'porter') AS w) FROM ({words}) "
-            "WHERE len(w) > 0 AND w NOT IN (SELECT sw FROM fts_stopwords)")
-
-
-# The tables selection reads, maintained page by page (Store.index_pages, in the transaction that writes
+# The tables selection reads, maintained page by page (pipelines/search_index.py index_pages, in the transaction that writes
 # the pages) and rebuilt whole only by `webqa reindex` or for a database indexed by an older version.
 # No collection statistic is stored: document count, average length and document frequencies are
-# computed per question from these rows (jobs/select.py BM25_SQL), so a page write touches only the
+# computed per question from these rows (pipelines/search_index.py BM25_SQL), so a page write touches only the
 # rows of its own chunks.
 #
 # selection_docs: one row per chunk. ``doc`` is a surrogate number: a full build numbers chunks in
 # (url, ordinal) order, later pages get numbers above the highest; selection breaks ties by url and
 # ordinal, never by ``doc``. ``len`` is the chunk's BM25 length (terms in heading path and text).
 # bm25_postings: one row per (term, doc) with the term's count in the heading path and in the text
-# (jobs/select.py weights heading terms) and the doc's length, so BM25 needs nothing else per posting.
+# (BM25_SQL weights heading terms) and the doc's length, so BM25 needs nothing else per posting.
 # A full build writes them sorted by term, so a question's rows sit in a few row groups that DuckDB's
 # min/max filters skip to; pages indexed later append rows of their own.
 INDEX_TABLES = """
@@ -319,136 +257,12 @@ CREATE TABLE IF NOT EXISTS bm25_postings (
 );
 """
 SELECTION_TABLES = ("selection_docs", "bm25_postings")
+# The words BM25 leaves out (pipelines/search_index.py FTS_STOPWORDS).
+CREATE_FTS_STOPWORDS = "CREATE TABLE IF NOT EXISTS fts_stopwords (sw VARCHAR PRIMARY KEY)"
 # meta key set when the index tables hold every chunk (a full build, or a database that had no chunk when
 # they were created): without it, stored chunks predate page-by-page indexing and need one full build.
 INDEX_META_KEY = "selection_index"
 INDEX_FORMAT = "incremental-1"
-
-# Chunks are indexed in three statements: their terms into a temporary table, their docs (numbered from
-# ``$base``), their postings.
-# The chunks indexed: every stored chunk (a full build), or (page writes) the rows just written, bound as
-# one list per column, so indexing a page never scans the chunks table.
-ALL_CHUNKS = "chunks"
-BOUND_CHUNKS = """(SELECT unnest($chunk_id) AS chunk_id, unnest($url) AS url, unnest($ordinal)::INTEGER AS ordinal,
-    unnest($heading)::VARCHAR AS heading_path, unnest($text)::VARCHAR AS text, unnest($key) AS embed_key)"""
-
-
-def index_terms(source: str) -> str:
-    """SQL: the terms of the chunks of ``source`` (ALL_CHUNKS or BOUND_CHUNKS) into a temporary table."""
-    words = f"""
-    SELECT chunk_id, 0 AS field, unnest({tokenize("heading_path")}) AS w FROM {source}
-    UNION ALL
-    SELECT chunk_id, 1 AS field, unnest({tokenize("text")}) AS w FROM {source}"""
-    return f"""
-CREATE OR REPLACE TEMP TABLE index_terms AS
-SELECT chunk_id, w AS term, count(*) FILTER (WHERE field = 0)::INTEGER AS tf_heading,
-       count(*) FILTER (WHERE field = 1)::INTEGER AS tf_text
-FROM ({terms(words)})
-GROUP BY chunk_id, w
-"""
-
-
-def index_docs(source: str) -> str:
-    """SQL: the docs of the chunks of ``source``, numbered from ``$base`` in (url, ordinal) order."""
-    return f"""
-INSERT INTO selection_docs (doc, chunk_id, url, ordinal, embed_key, len)
-SELECT ($base + row_number() OVER (ORDER BY c.url, c.ordinal))::INTEGER, c.chunk_id, c.url, c.ordinal, c.embed_key,
-       coalesce(l.len, 0)::INTEGER
-FROM {source} c LEFT JOIN (SELECT chunk_id, sum(tf_heading + tf_text) AS len FROM index_terms GROUP BY chunk_id) l
-    USING (chunk_id)
-ORDER BY 1
-"""
-
-
-INDEX_POSTINGS = """
-INSERT INTO bm25_postings (term, doc, tf_heading, tf_text, len)
-SELECT t.term, s.doc, t.tf_heading, t.tf_text, s.len
-FROM index_terms t JOIN selection_docs s USING (chunk_id)
-WHERE s.doc > $base
-ORDER BY t.term, s.doc
-"""
-DROP_INDEX_TERMS = "DROP TABLE IF EXISTS temp.index_terms"
-
-# Removing pages' chunks from the index: postings and docs (vectors: unindex_vectors below).
-_DOCS_OF_URLS = "SELECT doc FROM selection_docs WHERE list_contains($urls, url)"
-UNINDEX_POSTINGS = f"DELETE FROM bm25_postings WHERE doc IN ({_DOCS_OF_URLS})"
-UNINDEX_DOCS = "DELETE FROM selection_docs WHERE list_contains($urls, url)"
-# Emptied before a full build (the tables keep their definition).
-CLEAR_INDEX = ("DELETE FROM bm25_postings", "DELETE FROM selection_docs")
-NEXT_DOC_BASE = "SELECT coalesce(max(doc), 0) FROM selection_docs"
-
-
-def unit_vectors_table(dims: int) -> str:
-    """The typed, unit-length copy of the cached vectors of one length: ``unit_vectors_<dims>``.
-
-    ``embeddings.vector`` is FLOAT[] because models differ in length; DuckDB's array functions need
-    FLOAT[N], and casting every row per question was most of the embedding method's time. Vectors are
-    scaled to length 1 when copied, so a question's cosine with each is a plain dot product
-    (array_inner_product), cheaper than a cosine (BENCHMARKS.md, "Figures behind code comments").
-    One row per (model, indexed chunk, window of the current scheme, bound as ``$scheme``), keyed by
-    selection_docs.doc, with the chunk's url and ordinal so ranking breaks ties without a join.
-    """
-    return f"unit_vectors_{int(dims)}"
-
-
-UNIT_VECTORS_PREFIX = "unit_vectors_"
-# Tables of that copy from before its vectors were unit length (named selection_vectors_<dims>): dropped
-# at the next index rebuild; until then they are only disk.
-LEGACY_VECTOR_TABLE_PREFIX = "selection_vectors_"
-
-
-def _unit_rows(dims: int, windows: str, where: str = "TRUE") -> str:
-    """(model, doc, url, ordinal, part, vector scaled to length 1) for the windows query ``windows`` (doc,
-    url, ordinal, part, window_key), with their cached vectors of length ``dims``. A zero vector stays
-    zero (cosine 0)."""
-    return f"""
-SELECT model, doc, url, ordinal, part,
-       (CASE WHEN n > 0 THEN list_transform(v, x -> (x / n)::FLOAT) ELSE v END)::FLOAT[{int(dims)}] AS vector
-FROM (
-    SELECT e.model, x.doc, x.url, x.ordinal, x.part, e.vector AS v, sqrt(list_dot_product(e.vector, e.vector)) AS n
-    FROM ({windows}) x JOIN embeddings e ON e.embed_key = x.window_key
-    WHERE e.dims = {int(dims)} AND {where}
-)
-ORDER BY model, doc, part
-"""
-
-
-# The windows (of ``$scheme``) of every indexed chunk.
-_INDEXED_WINDOWS = """
-    SELECT s.doc, s.url, s.ordinal, w.part, w.window_key FROM selection_docs s
-    JOIN chunk_windows w ON w.embed_key = s.embed_key AND w.scheme = $scheme"""
-
-
-def rebuild_unit_vectors(dims: int) -> str:
-    return f"CREATE OR REPLACE TABLE {unit_vectors_table(dims)} AS {_unit_rows(dims, _INDEXED_WINDOWS)}"
-
-
-def index_unit_vectors(dims: int) -> str:
-    """Rows for the docs numbered above ``$base`` (just indexed) whose windows have cached vectors."""
-    return (f"INSERT INTO {unit_vectors_table(dims)} "
-            f"{_unit_rows(dims, _INDEXED_WINDOWS + chr(10) + '    WHERE s.doc > $base')}")
-
-
-def unindex_unit_vectors(dims: int) -> str:
-    return f"DELETE FROM {unit_vectors_table(dims)} WHERE list_contains($urls, url)"
-
-
-def add_unit_vectors(dims: int) -> tuple[str, str]:
-    """Rows for windows ``$keys`` (of ``$scheme``) of chunks already in selection_docs: after their vectors
-    were cached for ``$model``, or after the windows were mapped (``$model`` NULL: every model's cached
-    vectors, e.g. those of one-window chunks embedded before windows existed).
-
-    Two statements (DuckDB binds parameters per statement): drop any rows the windows had, so an
-    ``INSERT OR REPLACE`` of a vector never leaves two, then add them.
-    """
-    table = unit_vectors_table(dims)
-    windows = f"{_INDEXED_WINDOWS}\n    WHERE w.window_key IN (SELECT unnest($keys))"
-    return (
-        f"DELETE FROM {table} t USING ({windows}) x "
-        f"WHERE ($model IS NULL OR t.model = $model) AND t.doc = x.doc AND t.part = x.part",
-        f"INSERT INTO {table} {_unit_rows(dims, windows, '($model IS NULL OR e.model = $model)')}",
-    )
-
 
 # Float columns are written without ALP/ALPRD compression: decompressing the cached vectors cost more per
 # question than the cosine itself (BENCHMARKS.md, "Figures behind code comments"), and vectors barely compress
@@ -478,7 +292,7 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     # 5: selection indexes maintained page by page (INDEX_TABLES). The former ones were derived from the
     # fts extension's index (dropped with it) and had no len/ordinal columns: the next crawl, run or ask
-    # builds the new ones in full (Store.fts_is_stale). Vector tables go in Store.migrate (their names vary).
+    # builds the new ones in full (Store.fts_is_stale). Vector tables go in Store.migrate (their names vary; pipelines/vectors.py).
     5: [
         "DROP TABLE IF EXISTS bm25_postings",
         "DROP TABLE IF EXISTS selection_docs",

@@ -349,7 +349,7 @@ def test_no_retry_flag_asks_once(db: Path, llm: FakeOllama) -> None:
 
 def test_no_wider_retry_when_it_would_send_the_same_sources(tmp_path: Path, llm: FakeOllama) -> None:
     """Only a duplicate was left out: a "wider" retry would repeat the same prompt, so none is made."""
-    from pipelines.store import RunStore
+    from jobs.runstore import RunStore
     from tests.support.store import make_chunks, page_record
 
     path = tmp_path / "dupes.duckdb"

@@ -423,7 +423,7 @@ def test_killed_crawl_keeps_stored_pages_and_their_index(site: SiteServer, tmp_p
     conn = duckdb.connect(str(db), read_only=True)
     try:
         from jobs.select import Selector
-        from pipelines.store import fts_extension_path
+        from pipelines.search_index import fts_extension_path
 
         conn.execute(f"LOAD '{fts_extension_path()}'")
         hits = [c.url for c in Selector(conn).bm25("zqthird", None)]

@@ -17,7 +17,8 @@ from jobs.evaluate import (EvalQuestion, Packing, contains_any, evaluate, html_t
                            summarise)
 from jobs.select import Selector
 from pipelines.chunk import Chunk, estimate_tokens
-from pipelines.store import PageRecord, RunStore, utcnow
+from jobs.runstore import RunStore
+from pipelines.store import PageRecord, utcnow
 
 REPO = Path(__file__).resolve().parent.parent
 URL = "http://docs.test/guide"
@@ -58,7 +59,7 @@ QUESTIONS = [
 
 def test_funnel_attributes_each_loss_to_its_stage(db: Path) -> None:
     with RunStore.open(db) as store:
-        funnels = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store.conn, QUESTIONS, ["keyword", "bm25"])
+        funnels = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store, QUESTIONS, ["keyword", "bm25"])
     by_id = {f.question.id: f for f in funnels}
     assert by_id["port"].answer_chunks == ["c-server"]
     assert by_id["port"].ranks == {"keyword": 1, "bm25": 1}
@@ -81,7 +82,7 @@ def test_funnel_attributes_each_loss_to_its_stage(db: Path) -> None:
 def test_answer_ranked_below_k_is_lost_at_selection(db: Path) -> None:
     question = EvalQuestion("tomato", "Which port does the server use?", ("tomatoes grow well",), URL)
     with RunStore.open(db) as store:
-        [funnel] = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store.conn, [question], ["keyword"])
+        [funnel] = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store, [question], ["keyword"])
     assert funnel.answer_chunks == ["c-garden"]
     assert funnel.ranks["keyword"] is None  # no keyword of the question is in the garden chunk
     assert funnel.lost_at("keyword") == "selection"
@@ -134,7 +135,7 @@ def test_normalise_folds_curly_quotes() -> None:
 def test_question_whose_page_is_not_stored_is_lost_at_fetch(db: Path) -> None:
     question = EvalQuestion("missing", "Which port does the server use?", ("server port is 8080",), "http://docs.test/nowhere")
     with RunStore.open(db) as store:
-        [funnel] = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store.conn, [question], ["bm25"])
+        [funnel] = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store, [question], ["bm25"])
     assert (funnel.in_html, funnel.in_text, funnel.answer_chunks) == (False, False, [])
     assert funnel.lost_at("bm25") == "fetch"
     assert summarise([funnel], ["bm25"])["bm25"]["lost_at_fetch"] == 1
@@ -148,7 +149,7 @@ def test_render_table_names_the_loss_per_method_and_fits_long_ids(db: Path) -> N
     ]
     methods = ["bm25", "keyword"]
     with RunStore.open(db) as store:
-        funnels = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store.conn, questions, methods)
+        funnels = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store, questions, methods)
     lines = render_table(funnels, summarise(funnels, methods), methods).splitlines()
     rows = {line.split()[0]: line for line in lines[3:6]}
     header = lines[2]
@@ -181,7 +182,7 @@ def test_eval_suggests_the_highest_min_similarity_that_keeps_every_answerable_qu
     ]
     with RunStore.open(db) as store:
         selector = Selector(store.conn, embedder=_FixedEmbedder(), embedding_model="fixed", ensure_fts=store.load_fts)
-        funnels = evaluate(selector, store.conn, questions, ["bm25", "embedding"])
+        funnels = evaluate(selector, store, questions, ["bm25", "embedding"])
     tomato_best = 0.83 / math.hypot(0.56, 0.83)
     assert [round(f.best_similarity["embedding"], 3) for f in funnels] == [1.0, round(tomato_best, 3), 0.5]
     assert all("bm25" not in f.best_similarity for f in funnels)  # bm25 has no similarity to offer
@@ -210,7 +211,7 @@ def test_chunks_of_also_urls_pages_count_as_right_chunks(db: Path) -> None:
         store.rebuild_fts()
         question = EvalQuestion("port", "Which port does the server use?",
                                 ("server port is 8080", "port 8080 is the default"), URL, also_urls=(faq,))
-        [funnel] = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store.conn, [question], ["bm25"])
+        [funnel] = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store, [question], ["bm25"])
     # The other page holds the phrase too, but only the pages named in the question answer it.
     assert funnel.answer_chunks == ["c-faq", "c-server"]
     assert (funnel.in_html, funnel.in_text) == (True, True)  # the funnel stages still read `url`
@@ -227,7 +228,7 @@ BOTH = "Which port does the server use? And tomatoes?"
 def test_answer_ranked_but_not_packed_is_lost_at_packing_and_found_by_the_wider_retry(db: Path) -> None:
     question = EvalQuestion("tomato", BOTH, ("tomatoes grow well",), URL)
     with RunStore.open(db) as store:
-        [funnel] = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store.conn, [question], ["bm25"],
+        [funnel] = evaluate(Selector(store.conn, ensure_fts=store.load_fts), store, [question], ["bm25"],
                             Packing(top_k=1, token_budget=3000, retry_factor=2))
     assert funnel.ranks["bm25"] == 2 and funnel.lost_at("bm25") is None  # R@5 counts it as found ...
     assert funnel.in_prompt["bm25"] is False  # ... but the model would not see it
@@ -244,7 +245,7 @@ def test_answer_in_prompt_agrees_with_the_prompt_the_answerer_builds(db: Path, t
     question = EvalQuestion("tomato", BOTH, ("tomatoes grow well",), URL)
     with RunStore.open(db) as store:
         selector = Selector(store.conn, ensure_fts=store.load_fts)
-        [funnel] = evaluate(selector, store.conn, [question], ["bm25"], Packing(top_k=top_k, token_budget=3000))
+        [funnel] = evaluate(selector, store, [question], ["bm25"], Packing(top_k=top_k, token_budget=3000))
         settings = AskSettings(method="bm25", top_k=top_k, token_budget=3000, dry_run=True)
         outcome = QuestionAnswerer(store, selector, None, settings).answer(QuestionSpec("tomato", BOTH))
     prompt = outcome.attempts[0].prompt

@@ -17,7 +17,9 @@ import pytest
 
 from jobs.select import Selector
 from pipelines.chunk import Chunk, estimate_tokens
-from pipelines.store import EMBED_WINDOW_WORDS, PageRecord, RunStore, utcnow
+from jobs.runstore import RunStore
+from pipelines.store import PageRecord, utcnow
+from pipelines.vectors import EMBED_WINDOW_WORDS
 
 VOCAB = ("widget", "server", "port", "tomatoes", "colours", "journal", "configure", "library", "install",
          "linux", "garden", "sunny", "themes", "descriptors", "generators", "encoder", "json", "csv")

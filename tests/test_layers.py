@@ -7,6 +7,7 @@ this reads every import statement (top-level and inside functions) with ``ast``,
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,82 @@ def test_test_files_share_helpers_through_tests_support_only() -> None:
                         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests.test_"))
     assert from_tests == []
+
+
+# -- one owner per table family (docs/architecture.md, "Who owns which table") -------------------------
+
+FAMILIES = {
+    "crawl": ("meta", "crawl_runs", "pages", "page_html", "page_links", "job_pages", "chunks", "fetch_log"),
+    "search": ("fts_main_chunks", "selection_docs", "bm25_postings", "fts_stopwords"),
+    "vectors": ("embeddings", "chunk_windows", "unit_vectors_"),
+    "runs": ("runs", "run_pages", "answers", "selections", "prompts"),
+}
+# The module that writes SQL on each family; pipelines/schema.py declares every table (DDL, migrations).
+OWNERS = {
+    "pipelines/store.py": {"crawl"},
+    "pipelines/search_index.py": {"search"},
+    "pipelines/vectors.py": {"vectors"},
+    "jobs/runstore.py": {"runs"},
+    "pipelines/schema.py": set(FAMILIES),
+}
+# Families a module may read (FROM, JOIN) besides its own: an index reads what it indexes, a run
+# snapshots the pages it answered from. Nobody writes another owner's table.
+READS = {
+    "pipelines/search_index.py": {"crawl"},
+    "pipelines/vectors.py": {"crawl", "search"},
+    "jobs/runstore.py": {"crawl"},
+}
+_TABLE = r"(?P<table>[a-z0-9_]+?)(?:<dims>|\{[^}]*\})?\b"
+# SQL keywords in capitals, as every query here writes them: prose such as "pages from the crawl" is no SQL.
+WRITES = re.compile(rf"\b(?:INTO|UPDATE|DELETE\s+FROM|TABLE(?:\s+IF\s+(?:NOT\s+)?EXISTS)?)\s+{_TABLE}")
+READ = re.compile(rf"\b(?:FROM|JOIN)\s+{_TABLE}")
+
+
+def family_of(table: str) -> str | None:
+    for family, tables in FAMILIES.items():
+        if table.lower() in tables or any(t.endswith("_") and table.lower().startswith(t) for t in tables):
+            return family
+    return None
+
+
+def string_constants(path: Path) -> list[tuple[str, int]]:
+    """Every string literal of the module, f-strings joined from their literal parts, with its line."""
+    found = []
+    nodes = list(ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))))
+    parts = {id(v) for node in nodes if isinstance(node, ast.JoinedStr) for v in node.values}
+    for node in nodes:
+        if isinstance(node, ast.JoinedStr):
+            found.append(("".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values), node.lineno))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in parts:
+            found.append((node.value, node.lineno))
+    return found
+
+
+def trespasses(path: Path, module: str) -> list[str]:
+    own = OWNERS.get(module, set())
+    readable = own | READS.get(module, set())
+    found = []
+    for text, line in string_constants(path):
+        for pattern, allowed, verb in ((WRITES, own, "writes"), (READ, readable, "reads")):
+            for match in pattern.finditer(text):
+                family = family_of(match["table"])
+                if family is not None and family not in allowed:
+                    found.append(f"{module}:{line} {verb} {match['table']} ({family} tables)")
+    return found
+
+
+def test_sql_names_a_table_only_in_the_module_that_owns_it() -> None:
+    found = sorted({t for package in LAYERS for path in (ROOT / package).rglob("*.py")
+                    for t in trespasses(path, path.relative_to(ROOT).as_posix())})
+    assert found == []
+
+
+def test_the_owner_check_sees_sql_in_plain_and_f_strings(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('A = "SELECT * FROM answers WHERE x"\n'
+                      'B = f"DELETE FROM {t} WHERE 1"\n'
+                      'C = f"INSERT INTO unit_vectors_{dims} SELECT 1"\n'
+                      'D = "answers from the runs table"\n')
+    assert trespasses(module, "jobs/select.py") == ["jobs/select.py:1 reads answers (runs tables)",
+                                                    "jobs/select.py:3 writes unit_vectors_ (vectors tables)"]
+    assert trespasses(module, "jobs/runstore.py") == ["jobs/runstore.py:3 writes unit_vectors_ (vectors tables)"]

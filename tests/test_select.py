@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from jobs.errors import LLMError, WebqaError
-from jobs.select import (HEADING_BOOST, MATCH_BM25_PARAMS, WINDOWS_PER_DOC, Bm25Params, Candidate, Rm3Params, Selector,
+from jobs.select import (HEADING_BOOST, MATCH_BM25_PARAMS, Bm25Params, Candidate, Rm3Params, Selector,
                          _min_max, pack, question_keywords)
-from pipelines.store import EMBED_SCHEME, EMBED_WINDOW_WORDS, RunStore, embed_key, embed_text, embed_windows, text_key
+from jobs.runstore import RunStore
+from pipelines.vectors import (EMBED_SCHEME, EMBED_WINDOW_WORDS, WINDOWS_PER_DOC, embed_key, embed_text, embed_windows,
+                               text_key)
 from tests.support.store import make_chunks, page_record
 
 # --------------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ import pytest
 from jobs.errors import DatabaseLockedError, ExitCode, StoreError
 from pipelines import schema
 from pipelines.chunk import HEADING_SEPARATOR, Chunk
-from pipelines.store import PageRecord, Store, embed_key, utcnow
+from pipelines.store import PageRecord, Store, utcnow
+from pipelines.vectors import embed_key
 
 URL = "https://docs.example.org/json.html"
 OTHER = "https://docs.example.org/csv.html"

@@ -33,7 +33,7 @@ from pipelines.items import ExtractedPage, FetchOutcome
 from pipelines.signals import stop_signals
 from crawler.run import CrawlOptions, CrawlPlan, CrawlSummary, allows_private_networks, plan_crawl
 from pipelines.errors import ConfigError, Interrupted, NothingToDoError
-from pipelines.store import Store
+from pipelines.store import Store, failures_query
 from pipelines.store_pipeline import StorePipeline
 
 log = logging.getLogger(__name__)
@@ -103,24 +103,21 @@ class Writer:
 
     def _already_written(self, item: ExtractedPage | FetchOutcome) -> dict[str, int] | None:
         """The item's counts if DuckDB already has it, else None."""
-        conn = self.store.conn
         if isinstance(item, ExtractedPage):
             page = item.page
-            row = conn.execute("SELECT changed_at = fetched_at FROM pages WHERE url = ? AND fetched_at = ?",
-                               [page.url, page.fetched_at]).fetchone()
-            if row is None:
+            changed = self.store.page_written_at(page.url, page.fetched_at)
+            if changed is None:
                 return None
             # Whether it was new or changed is no longer known: a changed body is counted as changed.
-            state = "changed" if row[0] else "unchanged"
+            state = "changed" if changed else "unchanged"
             counts = {"fetched": 1, state: 1, "html_bytes": page.html_bytes, "text_bytes": item.text_bytes}
             if state != "unchanged":
                 counts["chunks"] = len(item.chunks)
             return counts
         if item.outcome == "not_modified":
             return None  # marking a page checked twice changes nothing
-        row = conn.execute("SELECT 1 FROM fetch_log WHERE crawl_run_id = ? AND url = ? AND outcome = ? AND reason = ?",
-                           [self.crawl_run_id, item.url, item.outcome, item.reason]).fetchone()
-        return {item.outcome: 1} if row is not None else None
+        logged = self.store.fetch_logged(self.crawl_run_id, item.url, item.outcome, item.reason)
+        return {item.outcome: 1} if logged else None
 
 
 def _prepare(options: CrawlOptions, store: Store) -> dict[str, Any]:
@@ -361,12 +358,12 @@ class Coordinator:
         if summary.processed == 0 and not summary.fresh:
             raise NothingToDoError(
                 f"no URL could be fetched ({summary.count('failed')} failed, {summary.count('skipped')} skipped); "
-                f"see `SELECT url, reason FROM fetch_log WHERE crawl_run_id = {crawl_run_id}` in {self.db_path}",
+                f"see `{failures_query(crawl_run_id)}` in {self.db_path}",
                 summary,
             )
         if dead or requeued:
             # A lease expires only when its worker stopped renewing: dead, cut off, or stuck a whole lease.
-            # Nothing is lost, but cron hears of it: the CLI prints this after the summary and exits 1.
+            # Nothing is lost, but cron hears of it: the CLI prints this as a Notice line after the summary.
             who = (f" ({', '.join(dead[:3])}{', …' if len(dead) > 3 else ''})" if dead else "")
             summary.workers_lost = (
                 f"{len(dead) or 'a'} worker{'s' if len(dead) > 1 else ''} stopped mid-crawl without finishing{who}; "

@@ -1,0 +1,279 @@
+"""The search index: ``selection_docs``, ``bm25_postings`` and ``fts_stopwords``, kept in step with the
+chunks page by page, and the keyword and BM25 rankings selection runs over them.
+
+This module is the only code that writes SQL on those tables (their DDL is in pipelines/schema.py); it
+reads ``chunks`` (what it indexes, and the text a ranking returns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pipelines import schema, vectors
+from pipelines.errors import StoreError
+from pipelines.sql import insert_rows, table_exists
+
+
+def fts_extension_path() -> Path:
+    """The fts extension shipped by the ``duckdb-extension-fts`` wheel for this DuckDB version.
+
+    Extensions cannot be downloaded on every machine (``INSTALL fts`` needs the network), so we load
+    the file the pinned wheel ships.
+    """
+    import duckdb_extension_fts
+
+    path = Path(duckdb_extension_fts.__file__).parent / "extensions" / f"v{duckdb.__version__}" / "fts.duckdb_extension"
+    if not path.exists():
+        raise StoreError(
+            f"the DuckDB fts extension for DuckDB {duckdb.__version__} is missing ({path}); "
+            f"reinstall with `pip install duckdb-extension-fts=={duckdb.__version__}`"
+        )
+    return path
+
+
+
+# The BM25 index covers the heading path as well as the text: a section titled "Installing on Linux"
+# answers "how do I install on Linux?" even when its body never repeats those words.
+# Digits are kept ("2.1", "port 8470", "HTTP 404" are what documentation questions are about), and the
+# stop list is short: DuckDB's built-in English list (571 words) removes words such as "changes",
+# "new", "example" and "available" that decide documentation questions. BM25's IDF already discounts
+# words that are everywhere.
+FTS_STOPWORDS = (
+    "a an and are as at be by can do does for from has have how i if in into is it its of on or that "
+    "the their there this to was were what when where which who why will with you your"
+).split()
+
+
+def tokenize(text: str) -> str:
+    """SQL for the words of the SQL expression ``text``: the fts extension's tokenize macro as
+    ``create_fts_index(..., ignore='(\\.|[^a-z0-9])+', strip_accents=1, lower=1)`` defines it.
+
+    Chunks and questions both go through this one expression, so their terms always agree.
+    """
+    return (f"string_split_regex(regexp_replace(lower(strip_accents(({text})::VARCHAR)), "
+            f"'(\\.|[^a-z0-9])+', ' ', 'g'), '\\s+')")
+
+
+def terms(words: str) -> str:
+    """SQL: the BM25 terms of the rows of ``words`` (a query with a column ``w``, other columns kept):
+    empty words and stop words leave before Porter stemming (``stem`` comes from the fts extension)."""
+    return (f"SELECT * REPLACE (stem(w, 'porter') AS w) FROM ({words}) "
+            "WHERE len(w) > 0 AND w NOT IN (SELECT sw FROM fts_stopwords)")
+
+
+# Chunks are indexed in three statements: their terms into a temporary table, their docs (numbered from
+# ``$base``), their postings.
+# The chunks indexed: every stored chunk (a full build), or (page writes) the rows just written, bound as
+# one list per column, so indexing a page never scans the chunks table.
+ALL_CHUNKS = "chunks"
+BOUND_CHUNKS = """(SELECT unnest($chunk_id) AS chunk_id, unnest($url) AS url, unnest($ordinal)::INTEGER AS ordinal,
+    unnest($heading)::VARCHAR AS heading_path, unnest($text)::VARCHAR AS text, unnest($key) AS embed_key)"""
+
+
+def index_terms(source: str) -> str:
+    """SQL: the terms of the chunks of ``source`` (ALL_CHUNKS or BOUND_CHUNKS) into a temporary table."""
+    words = f"""
+    SELECT chunk_id, 0 AS field, unnest({tokenize("heading_path")}) AS w FROM {source}
+    UNION ALL
+    SELECT chunk_id, 1 AS field, unnest({tokenize("text")}) AS w FROM {source}"""
+    return f"""
+CREATE OR REPLACE TEMP TABLE index_terms AS
+SELECT chunk_id, w AS term, count(*) FILTER (WHERE field = 0)::INTEGER AS tf_heading,
+       count(*) FILTER (WHERE field = 1)::INTEGER AS tf_text
+FROM ({terms(words)})
+GROUP BY chunk_id, w
+"""
+
+
+def index_docs(source: str) -> str:
+    """SQL: the docs of the chunks of ``source``, numbered from ``$base`` in (url, ordinal) order."""
+    return f"""
+INSERT INTO selection_docs (doc, chunk_id, url, ordinal, embed_key, len)
+SELECT ($base + row_number() OVER (ORDER BY c.url, c.ordinal))::INTEGER, c.chunk_id, c.url, c.ordinal, c.embed_key,
+       coalesce(l.len, 0)::INTEGER
+FROM {source} c LEFT JOIN (SELECT chunk_id, sum(tf_heading + tf_text) AS len FROM index_terms GROUP BY chunk_id) l
+    USING (chunk_id)
+ORDER BY 1
+"""
+
+
+INDEX_POSTINGS = """
+INSERT INTO bm25_postings (term, doc, tf_heading, tf_text, len)
+SELECT t.term, s.doc, t.tf_heading, t.tf_text, s.len
+FROM index_terms t JOIN selection_docs s USING (chunk_id)
+WHERE s.doc > $base
+ORDER BY t.term, s.doc
+"""
+DROP_INDEX_TERMS = "DROP TABLE IF EXISTS temp.index_terms"
+
+# Removing pages' chunks from the index: postings and docs (vectors: pipelines/vectors.py).
+_DOCS_OF_URLS = "SELECT doc FROM selection_docs WHERE list_contains($urls, url)"
+UNINDEX_POSTINGS = f"DELETE FROM bm25_postings WHERE doc IN ({_DOCS_OF_URLS})"
+UNINDEX_DOCS = "DELETE FROM selection_docs WHERE list_contains($urls, url)"
+# Emptied before a full build (the tables keep their definition).
+CLEAR_INDEX = ("DELETE FROM bm25_postings", "DELETE FROM selection_docs")
+NEXT_DOC_BASE = "SELECT coalesce(max(doc), 0) FROM selection_docs"
+
+# How BM25_SQL computes the formula of jobs/select.py (tests/test_select.py checks the scores against the fts
+# extension's match_bm25 with its parameters). It reads bm25_postings (term, doc, counts in heading and
+# text, doc length), so the per-question work is: the question's terms' rows, their
+# document frequencies counted from those same rows, the document count and average length from
+# selection_docs (nothing is kept as a running total, so nothing can drift), a sum per doc, and only then
+# the url and ordinal of the best-scoring docs for the tie-break and the text of the top ``pool``. The question
+# is tokenised by the same SQL as the chunks (tokenize above). The per-doc sum is taken in
+# DECIMAL(38, 18), exact and so independent of the order DuckDB's parallel aggregate adds the terms in:
+# summed as DOUBLE, scores differed run to run in the last bit, which reordered tied chunks (copies of a
+# section on several pages) between runs. Against match_bm25 scores differ by at most ~1e-15.
+BM25_SQL = f"""
+WITH words AS (SELECT unnest({tokenize("$q")}) AS w),
+-- Stop words leave the question before stemming, as they left the text when it was indexed: match_bm25
+-- stems them too, and "are" became "ar", matching every AR and ARFLAGS of the sysconfig page.
+tokens AS (SELECT DISTINCT w AS term FROM ({terms("SELECT w FROM words")})),
+hits AS MATERIALIZED (
+    SELECT p.term, p.doc, p.tf_heading, p.tf_text, p.len FROM bm25_postings p WHERE p.term IN (SELECT term FROM tokens)
+),
+stats AS (SELECT count(*) AS num_docs, sum(len) / count(len) AS avgdl FROM selection_docs),
+qterms AS (
+    SELECT term, log(((st.num_docs - df) + 0.5) / (df + 0.5) + 1) AS idf
+    FROM (SELECT term, count(*) AS df FROM hits GROUP BY term), stats st
+),
+scored AS MATERIALIZED (
+    SELECT h.doc,
+           sum((q.idf * ((h.tf_heading * $heading_weight + h.tf_text) * ($k1 + 1))
+                / ((h.tf_heading * $heading_weight + h.tf_text) + $k1 * ((1 - $b) + $b * (h.len / st.avgdl))))
+               ::DECIMAL(38, 18)) AS score
+    FROM hits h JOIN qterms q USING (term), stats st
+    WHERE $urls IS NULL OR h.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url))
+    GROUP BY h.doc
+),
+-- Every doc of the top ``pool`` by (score, url, ordinal) scores at least the pool-th best score: only those
+-- docs are joined for their url and ordinal (joining every scored doc was most of the query at 100k).
+cut AS (SELECT min(score) AS score FROM (SELECT score FROM scored ORDER BY score DESC LIMIT $pool)),
+top AS (
+    SELECT s.chunk_id, s.url, s.ordinal, scored.score
+    FROM scored JOIN selection_docs s USING (doc)
+    WHERE scored.score >= (SELECT score FROM cut)
+    ORDER BY scored.score DESC, s.url, s.ordinal
+    LIMIT $pool
+)
+SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score::DOUBLE, c.ordinal
+FROM top JOIN chunks c USING (chunk_id)
+ORDER BY top.score DESC, top.url, top.ordinal
+"""
+
+
+
+def load_fts(conn: duckdb.DuckDBPyConnection) -> None:
+    """Load the fts extension, for its ``stem`` function (Porter stemming of chunks and questions)."""
+    conn.execute(f"LOAD '{fts_extension_path()}'")
+
+
+def fill_stopwords(conn: duckdb.DuckDBPyConnection) -> None:
+    """Make ``fts_stopwords`` hold exactly FTS_STOPWORDS (the list changes with webqa, not with the data)."""
+    conn.execute(schema.CREATE_FTS_STOPWORDS)
+    if conn.execute("SELECT count(*) FROM fts_stopwords").fetchone() != (len(FTS_STOPWORDS),):
+        conn.execute("DELETE FROM fts_stopwords")
+        insert_rows(conn, "INSERT INTO fts_stopwords VALUES", [[w] for w in FTS_STOPWORDS])
+
+
+def index_pages(conn: duckdb.DuckDBPyConnection, urls: Sequence[str] | None, rows: Sequence[Sequence[Any]] = ()) -> None:
+    """Bring the search and embedding indexes in step with the pages ``urls`` (None: every page, a full build).
+
+    Removes whatever the index held for those pages and indexes ``rows``, their chunks as just written
+    (chunks-table order: chunk_id, url, ordinal, heading_path, text, token_estimate, content_hash,
+    embed_key): docs, postings, and the unit vectors of windows whose vectors are cached. Needs the fts
+    extension loaded (``load_fts``).
+    """
+    if urls is not None:
+        if not urls:
+            return
+        params = {"urls": sorted(set(urls))}
+        conn.execute(UNINDEX_POSTINGS, params)
+        vectors.unindex_pages(conn, params["urls"])
+        conn.execute(UNINDEX_DOCS, params)
+        if not rows:
+            return
+    row = conn.execute(NEXT_DOC_BASE).fetchone()
+    base = int(row[0]) if row else 0
+    if urls is None:
+        source, bound = ALL_CHUNKS, {}
+    else:
+        source = BOUND_CHUNKS
+        bound = {name: [r[i] for r in rows] for name, i in
+                 (("chunk_id", 0), ("url", 1), ("ordinal", 2), ("heading", 3), ("text", 4), ("key", 7))}
+    conn.execute(index_terms(source), bound)
+    conn.execute(index_docs(source), {**bound, "base": base})
+    conn.execute(INDEX_POSTINGS, {"base": base})
+    conn.execute(DROP_INDEX_TERMS)
+    if urls is not None:
+        vectors.index_docs_above(conn, base)
+
+
+def rebuild(conn: duckdb.DuckDBPyConnection) -> None:
+    """Rebuild every selection index from the stored chunks; run it in one transaction (docs are renumbered)."""
+    for statement in CLEAR_INDEX:
+        conn.execute(statement)
+    index_pages(conn, None)
+    vectors.rebuild_all(conn)
+
+
+def tables_exist(conn: duckdb.DuckDBPyConnection) -> bool:
+    return all(table_exists(conn, t) for t in schema.SELECTION_TABLES)
+
+
+def doc_count(conn: duckdb.DuckDBPyConnection) -> int | None:
+    row = conn.execute("SELECT count(*) FROM selection_docs").fetchone()
+    return None if row is None else int(row[0])
+
+
+# -- rankings (jobs/select.py) --------------------------------------------------------------------
+
+SCOPE = "($urls IS NULL OR list_contains($urls, url))"
+
+
+def keyword_rank(conn: duckdb.DuckDBPyConnection, keywords: Sequence[str], scope: Sequence[str] | None, *,
+                 pool: int, heading_boost: int) -> list[tuple[Any, ...]]:
+    """Chunks holding the keywords, best first: (chunk_id, url, heading_path, text, token_estimate, matched,
+    score, ordinal); score = keywords found, + ``heading_boost`` when one is in the heading path."""
+    return conn.execute(
+        f"""
+        WITH scored AS (
+            SELECT chunk_id, url, ordinal, heading_path, text, token_estimate,
+                   list_filter($kw, k -> contains(lower(heading_path || ' ' || text), k)) AS matched,
+                   len(list_filter($kw, k -> contains(lower(heading_path), k))) > 0 AS in_heading
+            FROM chunks WHERE {SCOPE}
+        )
+        SELECT chunk_id, url, heading_path, text, token_estimate, matched,
+               len(matched) + CASE WHEN in_heading THEN {heading_boost} ELSE 0 END AS score, ordinal
+        FROM scored WHERE len(matched) > 0
+        ORDER BY score DESC, url, ordinal
+        LIMIT $pool
+        """,
+        {"kw": list(keywords), "urls": scope, "pool": pool},
+    ).fetchall()
+
+
+def bm25_rank(conn: duckdb.DuckDBPyConnection, question: str, scope: Sequence[str] | None, *, pool: int,
+              k1: float, b: float, heading_weight: float) -> list[tuple[Any, ...]]:
+    """BM25_SQL's rows, best first: (chunk_id, url, heading_path, text, token_estimate, score, ordinal).
+
+    Raises duckdb.CatalogException when the index tables are missing.
+    """
+    return conn.execute(BM25_SQL, {"q": question, "urls": scope, "pool": pool, "k1": k1, "b": b,
+                                   "heading_weight": heading_weight}).fetchall()
+
+
+def idf(conn: duckdb.DuckDBPyConnection, words: Sequence[str]) -> dict[str, float]:
+    """word → its BM25 idf, for the words whose stem is indexed; document frequencies are counted from
+    the postings themselves (the index keeps no statistics, see BM25_SQL)."""
+    return dict(conn.execute(
+        """WITH words AS (SELECT w, stem(w, 'porter') AS term FROM (SELECT unnest($words) AS w)),
+                df AS (SELECT term, count(*) AS df FROM bm25_postings
+                       WHERE term IN (SELECT term FROM words) GROUP BY term)
+           SELECT w, log((st.num_docs - df.df + 0.5) / (df.df + 0.5) + 1)
+           FROM words JOIN df USING (term), (SELECT count(*) AS num_docs FROM selection_docs) st""",
+        {"words": list(words)}).fetchall())
