@@ -130,6 +130,38 @@ def test_a_host_that_dies_mid_run_is_taken_out_and_every_question_answered(
     assert f"notice: Ollama host {dead} taken out" in report
 
 
+def test_when_every_host_dies_mid_run_the_rest_is_answered_without_the_llm(
+        tmp_path: Path, db: Path, two_hosts: tuple[FakeOllama, FakeOllama]) -> None:
+    urls = [fake.url for fake in two_hosts]
+
+    def answers_once_then_dies(fake: FakeOllama) -> Any:
+        calls = itertools.count(1)
+
+        def responder(body: Mapping[str, Any]) -> Any:
+            if next(calls) == 1:
+                return quoting_responder(body)
+            threading.Thread(target=fake.stop).start()
+            return Slow(30)
+        return responder
+
+    for fake in two_hosts:
+        fake.chat_responder = answers_once_then_dies(fake)
+    done = run_job(tmp_path, hosts_job(tmp_path, f"[{', '.join(urls)}]"), db, "-q", host=None)
+
+    # Two questions were in hand when the last host went: both are answered extractively, none fails.
+    assert done.returncode == 1, done.stderr
+    assert re.match(r"Run \d+ partial: 5/5 answered .*, 0 failed", lines(done.stdout)[0]), done.stdout
+    said = notices(done.stderr)
+    assert len(said) == 3 and all(any(url in line for line in said[:2]) for url in urls)
+    assert said[2].startswith("Notice: every Ollama host was taken out (") and "answered the remaining" in said[2]
+    answers = rows(db, "SELECT answerer, host, error FROM answers WHERE final")
+    assert sorted((a["answerer"], a["host"]) for a in answers) == sorted(
+        [("llm", urls[0]), ("llm", urls[1])] + [("extractive", None)] * 3)
+    assert all(a["error"] is None for a in answers)
+    (run,) = rows(db, "SELECT status, exit_code, reason FROM runs")
+    assert (run["status"], run["exit_code"]) == ("partial", 1) and "every Ollama host was taken out" in run["reason"]
+
+
 # --------------------------------------------------------------------------------------------
 # Start-up: each host is checked
 
