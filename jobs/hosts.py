@@ -67,12 +67,6 @@ class HostPool:
         self._on_lost = on_lost
         self.left_out = list(left_out)  # (URL, why) of the configured hosts found unusable at start-up
         self._changed = threading.Condition()
-        self.settings = hosts[0][0].settings  # the model and limits, the same on every host
-
-    @property
-    def host(self) -> str:
-        """The hosts in use, for messages that name "the" server."""
-        return ", ".join(h.client.host for h in self._hosts if h.out is None) or "no Ollama host"
 
     @property
     def capacity(self) -> int:
@@ -149,7 +143,8 @@ class HostPool:
             host.out = why
             left = [h.client.host for h in self._hosts if h.out is None]
             self._changed.notify_all()
-        log.warning("Ollama host %s taken out for the rest of the run: %s; %s", host.client.host, why,
+        # The caller's on_lost tells the user; the log keeps where the questions went.
+        log.info("Ollama host %s taken out for the rest of the run: %s; %s", host.client.host, why,
                     f"its questions go to {', '.join(left)}" if left else "no Ollama host is left")
         self._on_lost(host.client.host, why)
 
