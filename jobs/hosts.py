@@ -58,13 +58,11 @@ class _Host:
 class HostPool:
     """The usable hosts of a run, shared by the question threads; see the module doc."""
 
-    def __init__(self, hosts: Sequence[tuple[OllamaClient, int]],
-                 on_lost: Callable[[str, str], None] = lambda _url, _why: None,
-                 left_out: Sequence[tuple[str, str]] = ()) -> None:
+    def __init__(self, hosts: Sequence[tuple[OllamaClient, int]], left_out: Sequence[tuple[str, str]] = ()) -> None:
         if not hosts:
             raise ValueError("a HostPool needs at least one host")
         self._hosts = [_Host(client, parallel, i) for i, (client, parallel) in enumerate(hosts)]
-        self._on_lost = on_lost
+        self._lost: list[tuple[str, str]] = []  # (URL, why), in the order the hosts were taken out
         self.left_out = list(left_out)  # (URL, why) of the configured hosts found unusable at start-up
         self._changed = threading.Condition()
 
@@ -75,9 +73,13 @@ class HostPool:
             return sum(h.parallel for h in self._hosts if h.out is None)
 
     def lost(self) -> list[tuple[str, str]]:
-        """(URL, why) of every host taken out during the run, in the order they were configured."""
+        """(URL, why) of every host taken out during the run, in the order they were taken out.
+
+        Polled by the caller's own thread, not called back from the question threads: their output
+        would interleave with its lines.
+        """
         with self._changed:
-            return [(h.client.host, h.out) for h in self._hosts if h.out is not None]
+            return list(self._lost)
 
     def answered(self) -> dict[str, int]:
         """Replies per host URL (every configured host, 0 for one that gave none)."""
@@ -141,12 +143,12 @@ class HostPool:
             if host.out is not None:
                 return  # another question on the same host saw it fail first
             host.out = why
+            self._lost.append((host.client.host, why))
             left = [h.client.host for h in self._hosts if h.out is None]
             self._changed.notify_all()
-        # The caller's on_lost tells the user; the log keeps where the questions went.
+        # The caller tells the user (see lost()); the log keeps where the questions went.
         log.info("Ollama host %s taken out for the rest of the run: %s; %s", host.client.host, why,
-                    f"its questions go to {', '.join(left)}" if left else "no Ollama host is left")
-        self._on_lost(host.client.host, why)
+                 f"its questions go to {', '.join(left)}" if left else "no Ollama host is left")
 
     def _all_out(self) -> str:
         reasons = "; ".join(f"{h.client.host}: {h.out}" for h in self._hosts)
@@ -154,8 +156,7 @@ class HostPool:
 
 
 def connect_hosts(settings: OllamaSettings, hosts: Sequence[HostSpec], *, chat: bool, embeddings: bool,
-                  on_left_out: Callable[[str, str], None] = lambda _url, _why: None,
-                  on_lost: Callable[[str, str], None] = lambda _url, _why: None) -> OllamaAccess:
+                  on_left_out: Callable[[str, str], None] = lambda _url, _why: None) -> OllamaAccess:
     """:func:`jobs.llm.connect` for several hosts: check each, leave out the unusable ones, pool the rest.
 
     ``on_left_out(url, why)`` hears of each host left out at start-up. With no usable host the result
@@ -208,5 +209,6 @@ def connect_hosts(settings: OllamaSettings, hosts: Sequence[HostSpec], *, chat: 
         return OllamaAccess(None, None, str(error), error)
     for url, why in problems:  # said only now: when no host is usable, the one no-LLM notice says it all
         on_left_out(url, why)
-    pool = HostPool(usable, on_lost, problems) if chat else None
-    return OllamaAccess(pool, embedder, embedding_unavailable, None)  # type: ignore[arg-type]  # a pool chats like a client
+    pool = HostPool(usable, problems) if chat else None
+    # A pool chats like one client, which is all the answerer asks of OllamaAccess.llm.
+    return OllamaAccess(pool, embedder, embedding_unavailable, None)  # type: ignore[arg-type]

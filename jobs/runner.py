@@ -650,13 +650,8 @@ def _connect(job: JobConfig, notify: Notify, notices: list[str], *, chat: bool, 
         notify.important(f"Notice: {notice}")
         notices.append(notice)
 
-    def lost(url: str, why: str) -> None:
-        notice = f"Ollama host {url} taken out for the rest of the run: {why}; its questions went to the other hosts"
-        notify.important(f"Notice: {notice}")
-        notices.append(notice)
-
     return connect_hosts(ollama_settings(job), [HostSpec(url, parallel) for url, parallel in hosts], chat=chat,
-                         embeddings=embeddings, on_left_out=left_out, on_lost=lost)
+                         embeddings=embeddings, on_left_out=left_out)
 
 
 def _job_page_urls(job: JobConfig) -> list[str] | None:
@@ -723,6 +718,17 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
     # With ollama.hosts every usable server takes its own `parallel`; without, one server takes ollama.parallel.
     parallel = hosts.capacity if hosts is not None else max(1, job.ollama.parallel)
     requeued: set[str] = set()  # questions sent back once because Ollama went away (answered without it)
+    announced = 0  # hosts of the pool taken out and already told
+
+    def announce_lost_hosts() -> None:
+        nonlocal announced
+        lost = hosts.lost() if hosts is not None else []
+        for url, why in lost[announced:]:
+            notice = (f"Ollama host {url} taken out for the rest of the run: {why}; "
+                      "its questions went to the other hosts")
+            notify.important(f"Notice: {notice}")
+            notices.append(notice)
+        announced = len(lost)
     pool = ThreadPoolExecutor(max_workers=parallel)
     try:
         with jsonl_path.open("w", encoding="utf-8") as jsonl, _stop_after_current(stop):
@@ -742,6 +748,7 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
                 if not pending:
                     break
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                announce_lost_hosts()
                 for future in done:
                     spec = pending.pop(future)
                     stops_run = False
@@ -784,6 +791,7 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
                             and not access_degraded_selection(degraded)):
                         fell_back.append(spec.id)
                     notify(_progress_line(len(done_ids), len(specs), obj, options.dry_run))
+            announce_lost_hosts()
             interrupted = stop.is_set() and bool(queue)
     except OSError as exc:
         if _is_storage_failure(exc):

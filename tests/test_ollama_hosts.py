@@ -152,7 +152,7 @@ def test_when_every_host_dies_mid_run_the_rest_is_answered_without_the_llm(
     assert done.returncode == 1, done.stderr
     assert re.match(r"Run \d+ partial: 5/5 answered .*, 0 failed", lines(done.stdout)[0]), done.stdout
     said = notices(done.stderr)
-    assert len(said) == 3 and all(any(url in line for line in said[:2]) for url in urls)
+    assert len(said) == 3 and all(any(url in line for line in said[:2]) for url in urls), done.stderr
     assert said[2].startswith("Notice: every Ollama host was taken out (") and "answered the remaining" in said[2]
     answers = rows(db, "SELECT answerer, host, error FROM answers WHERE final")
     assert sorted((a["answerer"], a["host"]) for a in answers) == sorted(
@@ -176,7 +176,8 @@ def test_a_host_without_the_model_is_left_out_at_start(
     (notice,) = lines(done.stderr)
     assert notice == (f"Notice: Ollama host {second.url} left out of this run: model llama3.2:3b is not available "
                       f"on {second.url}; run `ollama pull llama3.2:3b`")
-    assert lines(done.stdout)[0].endswith(f"0 failed; first run of the job; Ollama host lost: {second.url} (left out at start)")
+    summary = lines(done.stdout)[0]
+    assert summary.endswith(f"0 failed; first run of the job; Ollama host lost: {second.url} (left out at start)")
     assert second.requests_to("/api/chat") == [] and len(first.requests_to("/api/chat")) == 5
     assert {r["host"] for r in read_jsonl(run_dir(tmp_path) / "answers.jsonl")} == {first.url}
 
@@ -232,11 +233,9 @@ def test_a_bad_hosts_key_is_one_error_line(tmp_path: Path, db: Path, ollama: str
 # The pool's rules, in-process against the fakes
 
 
-def pool_of(*fakes: FakeOllama, reply_timeout: float = 30.0) -> tuple[HostPool, list[tuple[str, str]]]:
-    lost: list[tuple[str, str]] = []
-    clients = [(OllamaClient(OllamaSettings(host=f.url, max_attempts=2, backoff_s=0.01, timeout_s=5,
-                                            reply_timeout_s=reply_timeout)), 1) for f in fakes]
-    return HostPool(clients, on_lost=lambda url, why: lost.append((url, why))), lost
+def pool_of(*fakes: FakeOllama, reply_timeout: float = 30.0) -> HostPool:
+    return HostPool([(OllamaClient(OllamaSettings(host=f.url, max_attempts=2, backoff_s=0.01, timeout_s=5,
+                                                  reply_timeout_s=reply_timeout)), 1) for f in fakes])
 
 
 @pytest.mark.parametrize(("failure", "why"), [
@@ -248,13 +247,12 @@ def test_a_failing_host_is_taken_out_and_the_request_answered_by_another(
         two_hosts: tuple[FakeOllama, FakeOllama], failure: tuple[Any, ...], why: str) -> None:
     first, second = two_hosts
     first.script_chat(*failure)
-    pool, lost = pool_of(first, second, reply_timeout=0.5)
-    with pool:
+    with pool_of(first, second, reply_timeout=0.5) as pool:
         result = pool.chat_json("Sources: none\nQuestion: When are the tomatoes watered?", ANSWER_SCHEMA)
         again = pool.chat_json("Sources: none\nQuestion: When are the tomatoes watered?", ANSWER_SCHEMA)
 
     assert result.host == second.url and result.valid_json
-    ((url, reason),) = lost
+    ((url, reason),) = pool.lost()
     assert url == first.url and why in reason
     assert again.host == second.url  # out for the rest of the run
     assert len(first.requests_to("/api/chat")) == len(failure) and pool.capacity == 1
@@ -263,17 +261,15 @@ def test_a_failing_host_is_taken_out_and_the_request_answered_by_another(
 def test_a_bad_reply_is_not_the_hosts_fault(two_hosts: tuple[FakeOllama, FakeOllama]) -> None:
     first, second = two_hosts
     first.script_chat(Huge(200_000))
-    pool, lost = pool_of(first, second)
-    with pool, pytest.raises(LLMReplyError, match="reply longer than"):
+    with pool_of(first, second) as pool, pytest.raises(LLMReplyError, match="reply longer than"):
         pool.chat_json("Sources: none\nQuestion: When are the tomatoes watered?", ANSWER_SCHEMA)
-    assert lost == [] and pool.capacity == 2 and second.requests_to("/api/chat") == []
+    assert pool.lost() == [] and pool.capacity == 2 and second.requests_to("/api/chat") == []
 
 
 def test_every_host_out_raises_the_no_llm_error(two_hosts: tuple[FakeOllama, FakeOllama]) -> None:
     first, second = two_hosts
     for fake in two_hosts:
         fake.script_chat(Fail(503), Fail(503))
-    pool, lost = pool_of(first, second)
-    with pool, pytest.raises(LLMUnavailableError, match="every Ollama host was taken out"):
+    with pool_of(first, second) as pool, pytest.raises(LLMUnavailableError, match="every Ollama host was taken out"):
         pool.chat_json("Sources: none\nQuestion: When are the tomatoes watered?", ANSWER_SCHEMA)
-    assert [url for url, _ in lost] == [first.url, second.url]
+    assert [url for url, _ in pool.lost()] == [first.url, second.url]
