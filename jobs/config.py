@@ -409,7 +409,8 @@ class OllamaHost(_Model):
     """One server of ``ollama.hosts``; in YAML a URL string or a mapping."""
 
     url: str = Field(description="Server URL, e.g. http://gpu1:11434.")
-    parallel: PosInt | None = Field(None, description="Requests to this server at the same time; null = ollama.parallel.")
+    parallel: PosInt | None = Field(
+        None, description="Requests to this server at the same time; null = ollama.parallel.")
 
     @field_validator("url", mode="before")
     @classmethod
@@ -443,7 +444,8 @@ class OllamaConfig(_Model):
     keep_alive: str | int | float | None = Field(
         llm.DEFAULT_KEEP_ALIVE, description="How long Ollama keeps the model loaded: Go duration or seconds."
     )
-    parallel: PosInt = Field(1, description="Concurrent requests to one Ollama server (each of hosts, unless it sets its own).")
+    parallel: PosInt = Field(
+        1, description="Concurrent requests to one Ollama server (each of hosts, unless it sets its own).")
     max_attempts: PosInt = Field(llm.DEFAULT_MAX_ATTEMPTS, description="Tries per request before giving up.")
 
     @field_validator("host", mode="before")
@@ -515,7 +517,7 @@ class OllamaConfig(_Model):
 
     @property
     def resolved_host(self) -> str:
-        """The server URL to use: ``host`` (or the first of ``hosts``), else ``$OLLAMA_HOST``, else Ollama's local default."""
+        """The server URL: ``host`` (or the first of ``hosts``), else ``$OLLAMA_HOST``, else Ollama's local default."""
         host = self.host or (self.hosts[0].url if self.hosts else None) or llm.default_host()
         # OLLAMA_HOST is often written as the server's bind address ("0.0.0.0:11434", "myhost"):
         # without a scheme, Ollama's own rules apply (jobs/llm.py). With a scheme, the URL is shown

@@ -98,7 +98,8 @@ def answer_row_json(row: dict[str, Any], attempts: int = 1) -> dict[str, Any]:
                            "reason": c.get("reason"), "url": c.get("url"), "heading_path": c.get("heading"),
                            "chunk_id": c.get("chunk_id")} for c in stored],
             "grounded": bool(row.get("grounded")), "not_enough_information": row.get("not_enough_info"),
-            "answerer": row.get("answerer"), "host": row.get("host"), "attempt": row.get("attempt"), "retry_reason": row.get("retry_reason"),
+            "answerer": row.get("answerer"), "host": row.get("host"), "attempt": row.get("attempt"),
+            "retry_reason": row.get("retry_reason"),
             "latency_s": row.get("latency_s"), "attempts": attempts,
         })
     return result
@@ -143,7 +144,8 @@ def _answer_section(obj: dict[str, Any]) -> list[str]:
     lines.append("")
     grounded = "yes" if obj.get("grounded") else "no"
     lines.append(f"Confidence: **{obj.get('confidence')}** · grounded: **{grounded}** · "
-                 f"answerer: {obj.get('answerer')}{f' on {host}' if (host := obj.get('host')) else ''} · attempt {obj.get('attempt')} · answer id {obj.get('answer_id')}")
+                 f"answerer: {obj.get('answerer')}{f' on {host}' if (host := obj.get('host')) else ''} · "
+                 f"attempt {obj.get('attempt')} · answer id {obj.get('answer_id')}")
     lines.append("")
     if obj.get("change"):
         lines += [f"Change since the previous run: **{str(obj['change']).replace('_', ' ')}**", ""]
