@@ -182,9 +182,7 @@ def connect_hosts(settings: OllamaSettings, hosts: Sequence[HostSpec], *, chat: 
                     embedder = embedder or client
                 else:
                     embedding_missing.append(client.host)
-        except LLMUnavailableError as exc:
-            why, unreachable = str(exc), unreachable + 1
-        except LLMError as exc:  # a host that answers nonsense is left out like a dead one
+        except LLMError as exc:  # down, or answering nonsense: left out either way
             why, unreachable = str(exc), unreachable + 1
         if why is None and chat:
             usable.append((client, spec.parallel))
