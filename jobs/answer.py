@@ -77,6 +77,7 @@ class Attempt:
     answer_id: int | None = None
     error: str | None = None
     evidence: Evidence | None = None
+    host: str | None = None  # the Ollama server that answered
 
 
 @dataclass
@@ -203,6 +204,7 @@ class QuestionAnswerer:
             attempt.latency_s = time.monotonic() - started
             return
         attempt.raw_reply = result.content
+        attempt.host = result.host
         attempt.valid_json = result.valid_json
         attempt.latency_s = result.latency_s
         attempt.prompt_tokens = result.prompt_tokens
@@ -229,7 +231,7 @@ class QuestionAnswerer:
             "model": self.settings.model if attempt.answerer == "llm" else None,
             "method": outcome.selection.method_used if outcome.selection else None,
             "latency_s": attempt.latency_s, "prompt_tokens": attempt.prompt_tokens, "eval_tokens": attempt.eval_tokens,
-            "error": attempt.error, "retry_reason": attempt.retry_reason,
+            "error": attempt.error, "retry_reason": attempt.retry_reason, "host": attempt.host,
         }
         with self.db_lock:
             attempt.answer_id = self.store.save_attempt(

@@ -59,6 +59,7 @@ __all__ = [
     "JobConfig",
     "JobFileError",
     "OllamaConfig",
+    "OllamaHost",
     "OutputConfig",
     "Question",
     "SelectionConfig",
@@ -389,10 +390,42 @@ class OutputConfig(_Model):
         return list(dict.fromkeys(value))  # keep order; writing a file twice helps nobody
 
 
+def _check_ollama_url(value: Any) -> str:
+    """An Ollama server URL as written in the job: http(s) with a host name, no trailing slash."""
+    if not isinstance(value, str):
+        fail(f"expected a URL like 'http://localhost:11434', got {got(value)}")
+    url = value.strip().rstrip("/")
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number or out of range
+    except ValueError:
+        fail(f"expected a URL like 'http://localhost:11434', got {got(value)} (bad port)")
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        fail(f"expected a URL like 'http://localhost:11434', got {got(value)}")
+    return url
+
+
+class OllamaHost(_Model):
+    """One server of ``ollama.hosts``; in YAML a URL string or a mapping."""
+
+    url: str = Field(description="Server URL, e.g. http://gpu1:11434.")
+    parallel: PosInt | None = Field(
+        None, description="Requests to this server at the same time; null = ollama.parallel.")
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _check_url(cls, value: Any) -> Any:
+        return _check_ollama_url(value)
+
+
 class OllamaConfig(_Model):
-    """How the local LLM server is reached."""
+    """How the local LLM server (or servers) is reached."""
 
     host: str | None = Field(None, description=f"Server URL; null = $OLLAMA_HOST or {llm.DEFAULT_HOST}.")
+    hosts: list[OllamaHost] | None = Field(
+        None, description="Several servers (URL strings or {url, parallel} mappings) sharing the questions, "
+        "instead of host.",
+    )
     timeout: PosFloat = Field(llm.DEFAULT_TIMEOUT_S, description="Seconds to wait for one answer.")
     # The per-read timeout above never fires on a model that keeps sending a token a second.
     reply_timeout: PosFloat = Field(
@@ -411,21 +444,41 @@ class OllamaConfig(_Model):
     keep_alive: str | int | float | None = Field(
         llm.DEFAULT_KEEP_ALIVE, description="How long Ollama keeps the model loaded: Go duration or seconds."
     )
-    parallel: PosInt = Field(1, description="Concurrent requests to Ollama.")
+    parallel: PosInt = Field(
+        1, description="Concurrent requests to one Ollama server (each of hosts, unless it sets its own).")
     max_attempts: PosInt = Field(llm.DEFAULT_MAX_ATTEMPTS, description="Tries per request before giving up.")
 
     @field_validator("host", mode="before")
     @classmethod
     def _check_host(cls, value: Any) -> Any:
+        return None if value is None else _check_ollama_url(value)
+
+    @field_validator("hosts", mode="before", json_schema_input_type=list[str | OllamaHost] | None)
+    @classmethod
+    def _hosts_as_mappings(cls, value: Any) -> Any:
         if value is None:
             return None
-        if not isinstance(value, str):
-            fail(f"expected a URL like 'http://localhost:11434', got {got(value)}")
-        url = value.strip().rstrip("/")
-        parts = urlsplit(url)
-        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-            fail(f"expected a URL like 'http://localhost:11434', got {got(value)}")
-        return url
+        if not isinstance(value, list) or not value:
+            fail(f"expected a non-empty list of Ollama server URLs (or {{url, parallel}} mappings), got {got(value)}")
+        return [{"url": item} if isinstance(item, str) else item for item in value]
+
+    @field_validator("hosts")
+    @classmethod
+    def _distinct_hosts(cls, value: list[OllamaHost] | None) -> list[OllamaHost] | None:
+        seen: dict[str, int] = {}
+        for index, entry in enumerate(value or []):
+            url = llm.normalize_host(entry.url)  # http://gpu1 and http://gpu1:80/ are one server
+            if url in seen:
+                fail(f"Ollama server {url} is listed twice", at=(index,), also=(seen[url],))
+            seen[url] = index
+        return value
+
+    @model_validator(mode="after")
+    def _one_way_to_name_servers(self) -> OllamaConfig:
+        if self.host is not None and self.hosts is not None:
+            fail("give either ollama.host (one server) or ollama.hosts (several), not both; "
+                 "add the host to the hosts list", at=("hosts",))
+        return self
 
     @field_validator("options", mode="before")
     @classmethod
@@ -456,10 +509,16 @@ class OllamaConfig(_Model):
             return value.strip()
         fail(f"expected a duration like '10m', '1h' or a number of seconds (-1 = forever), got {got(value)}")
 
+    def resolved_hosts(self) -> list[tuple[str, int]] | None:
+        """(URL, parallel) of each server of ``hosts``; None when the job names one server (``host``)."""
+        if self.hosts is None:
+            return None
+        return [(h.url, h.parallel or self.parallel) for h in self.hosts]
+
     @property
     def resolved_host(self) -> str:
-        """The server URL to use: ``host``, else ``$OLLAMA_HOST``, else Ollama's local default."""
-        host = self.host or llm.default_host()
+        """The server URL: ``host`` (or the first of ``hosts``), else ``$OLLAMA_HOST``, else Ollama's local default."""
+        host = self.host or (self.hosts[0].url if self.hosts else None) or llm.default_host()
         # OLLAMA_HOST is often written as the server's bind address ("0.0.0.0:11434", "myhost"):
         # without a scheme, Ollama's own rules apply (jobs/llm.py). With a scheme, the URL is shown
         # as written (https://host means port 443, as in a browser).

@@ -64,6 +64,7 @@ def explain_answer(store: RunStore, answer_id: int, *, show_prompt: bool = True)
                        f"{', final' if other['final'] else ''})")
     out.append(f"Question: {a['question']}")
     out.append(f"Method: {a['method']}; answerer: {a['answerer']}; model: {a['model'] or '-'}; "
+               f"host: {a.get('host') or '-'}; "
                f"latency: {_fmt(a['latency_s'], 2)} s; tokens: prompt {a['prompt_tokens'] or '-'}, reply {a['eval_tokens'] or '-'}")
     if a["retry_reason"]:
         out.append(f"Retried with a wider selection because: {a['retry_reason']}")

@@ -38,8 +38,9 @@ from jobs.errors import ConfigError, LLMError, LLMUnavailableError, ModelNotFoun
 
 __all__ = ["DEFAULT_EMBEDDING_MODEL", "DEFAULT_HOST", "DEFAULT_KEEP_ALIVE", "DEFAULT_MAX_ATTEMPTS",
            "DEFAULT_MAX_REPLY_BYTES", "DEFAULT_MODEL", "DEFAULT_NUM_PREDICT", "DEFAULT_OPTIONS", "DEFAULT_PORT",
-           "DEFAULT_REPLY_TIMEOUT_S", "DEFAULT_TIMEOUT_S", "ChatResult", "LLMReplyError", "OllamaClient",
-           "OllamaSettings", "default_host", "default_options", "normalize_host"]
+           "DEFAULT_REPLY_TIMEOUT_S", "DEFAULT_TIMEOUT_S", "ChatResult", "LLMReplyError", "LLMServerError",
+           "OllamaAccess", "OllamaClient", "OllamaSettings", "ReplyDeadlineError", "default_host", "default_options",
+           "normalize_host"]
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +144,7 @@ class ChatResult:
     latency_s: float  # wall clock for the whole call, retries and the JSON re-ask included
     model: str
     attempts: int  # HTTP attempts used (retries included)
+    host: str | None = None  # the server that gave this reply (one of several with ollama.hosts)
 
 
 class LLMReplyError(LLMError):
@@ -154,6 +156,17 @@ class LLMReplyError(LLMError):
     def __init__(self, message: str, raw_reply: str) -> None:
         super().__init__(message)
         self.raw_reply = raw_reply
+
+
+class ReplyDeadlineError(LLMReplyError):
+    """No complete reply within ``reply_timeout_s``: the server is stuck or overloaded, another may answer."""
+
+
+class LLMServerError(LLMError):
+    """The server failed the request after its bounded retries (5xx, a broken stream, timeouts, a foreign API).
+
+    Unlike a rejected request or an unusable reply, another server may well answer the same request.
+    """
 
 
 class _IncompleteStream(Exception):
@@ -279,6 +292,7 @@ class OllamaClient:
             latency_s=time.monotonic() - started,
             model=final.model or model,
             attempts=total_attempts,
+            host=self.host,
         )
 
     def _stream_chat(
@@ -316,7 +330,7 @@ class OllamaClient:
                     final = chunk
                     break
                 if time.monotonic() > deadline:
-                    raise LLMReplyError(
+                    raise ReplyDeadlineError(
                         f"no complete reply within {s.reply_timeout_s:g} s (model {model}; ollama.reply_timeout)",
                         "".join(pieces),
                     )
@@ -388,9 +402,9 @@ class OllamaClient:
             raise self._gave_up(what, attempts, exc) from exc
         except pydantic.ValidationError as exc:
             # Neither retry nor a crash: the server is not speaking Ollama's API as we know it.
-            raise LLMError(f"Ollama at {self.host}: unexpected data in the {what} exchange: {exc}") from exc
+            raise LLMServerError(f"Ollama at {self.host}: unexpected data in the {what} exchange: {exc}") from exc
         except httpx.HTTPError as exc:  # e.g. UnsupportedProtocol: a misconfigured host
-            raise LLMError(f"Ollama at {self.host} could not be asked ({what}): {_reason(exc)}") from exc
+            raise LLMServerError(f"Ollama at {self.host} could not be asked ({what}): {_reason(exc)}") from exc
 
     def _log_retry(self, what: str, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
@@ -412,12 +426,12 @@ class OllamaClient:
     def _model_not_found(self, model: str) -> ModelNotFoundError:
         return ModelNotFoundError(f"model {model} is not available on {self.host}; run `ollama pull {model}`")
 
-    def _gave_up(self, what: str, attempts: int, exc: BaseException) -> LLMError:
+    def _gave_up(self, what: str, attempts: int, exc: BaseException) -> LLMServerError:
         plural = "attempt" if attempts == 1 else "attempts"
         reason = _reason(exc)
         if isinstance(exc, httpx.TimeoutException):  # say which knob to turn
             reason += f" (no data within timeout_s={self.settings.timeout_s:g})"
-        return LLMError(f"Ollama at {self.host} failed after {attempts} {plural}: {reason} ({what} request)")
+        return LLMServerError(f"Ollama at {self.host} failed after {attempts} {plural}: {reason} ({what} request)")
 
 
 def _canonical_model(name: str) -> str:

@@ -63,6 +63,7 @@ def _answer_fields(attempt: Attempt) -> dict[str, Any]:
         "grounded": validation.grounded if validation else False,
         "not_enough_information": validation.not_enough_information if validation else None,
         "answerer": attempt.answerer,
+        "host": attempt.host,
         "attempt": attempt.number,
         "retry_reason": attempt.retry_reason,
         "latency_s": attempt.latency_s,
@@ -97,7 +98,8 @@ def answer_row_json(row: dict[str, Any], attempts: int = 1) -> dict[str, Any]:
                            "reason": c.get("reason"), "url": c.get("url"), "heading_path": c.get("heading"),
                            "chunk_id": c.get("chunk_id")} for c in stored],
             "grounded": bool(row.get("grounded")), "not_enough_information": row.get("not_enough_info"),
-            "answerer": row.get("answerer"), "attempt": row.get("attempt"), "retry_reason": row.get("retry_reason"),
+            "answerer": row.get("answerer"), "host": row.get("host"), "attempt": row.get("attempt"),
+            "retry_reason": row.get("retry_reason"),
             "latency_s": row.get("latency_s"), "attempts": attempts,
         })
     return result
@@ -142,7 +144,8 @@ def _answer_section(obj: dict[str, Any]) -> list[str]:
     lines.append("")
     grounded = "yes" if obj.get("grounded") else "no"
     lines.append(f"Confidence: **{obj.get('confidence')}** · grounded: **{grounded}** · "
-                 f"answerer: {obj.get('answerer')} · attempt {obj.get('attempt')} · answer id {obj.get('answer_id')}")
+                 f"answerer: {obj.get('answerer')}{f' on {host}' if (host := obj.get('host')) else ''} · "
+                 f"attempt {obj.get('attempt')} · answer id {obj.get('answer_id')}")
     lines.append("")
     if obj.get("change"):
         lines += [f"Change since the previous run: **{str(obj['change']).replace('_', ' ')}**", ""]
@@ -159,8 +162,8 @@ def _answer_section(obj: dict[str, Any]) -> list[str]:
     return lines
 
 
-CSV_FIELDS = ("question_id", "question", "answer", "confidence", "grounded", "answerer", "attempt", "answer_id",
-              "citations", "error", "change")
+CSV_FIELDS = ("question_id", "question", "answer", "confidence", "grounded", "answerer", "host", "attempt",
+              "answer_id", "citations", "error", "change")
 
 
 def write_csv(path: Path, results: Iterable[dict[str, Any]]) -> None:

@@ -34,7 +34,8 @@ from jobs.config import JobConfig
 from jobs.errors import (DatabaseLockedError, ExitCode, Interrupted, LLMUnavailableError, ModelNotFoundError,
                          NothingToDoError, StorageError, StoreError, WebqaError)
 from jobs.history import RunDiff, change_line, compare_runs, evidence_from_row, process_alive, render_diff
-from jobs.llm import OllamaSettings, connect
+from jobs.hosts import HostPool, HostSpec, connect_hosts
+from jobs.llm import OllamaAccess, OllamaSettings, connect
 from jobs.lock import RunLock
 from jobs.report import answer_row_json, outcome_json, write_csv, write_jsonl_line, write_markdown_report
 from jobs.session import open_session
@@ -142,6 +143,7 @@ class RunResult:
     diff: RunDiff | None = None  # the answers and pages against the job's previous successful run
     resumed: bool = False
     reason: str | None = None
+    hosts_lost: list[str] = field(default_factory=list)  # servers of ollama.hosts left out at start or taken out
 
     def line(self) -> str:
         c = self.counts
@@ -160,6 +162,9 @@ class RunResult:
                 line += f"; {change_line(self.diff)}"
         if self.reason and self.status != "done":
             line += f" — {self.reason}"
+        if self.hosts_lost:
+            # Cron reads this line: a dead server must be named even when the other hosts answered everything.
+            line += f"; Ollama host{'s' if len(self.hosts_lost) > 1 else ''} lost: {', '.join(self.hosts_lost)}"
         return line
 
 
@@ -587,7 +592,7 @@ def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
     method = job.selection.method
     chat = answerer == "llm" and not options.dry_run
     wants_embeddings = method in ("embedding", "hybrid")
-    access = connect(ollama_settings(job), chat=chat, embeddings=wants_embeddings)
+    access = _connect(job, notify, notices, chat=chat, embeddings=wants_embeddings)
     if access.unreachable is not None and chat:
         if not job.fallback_extractive:
             raise access.unreachable
@@ -625,6 +630,21 @@ def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
         resumed_answers = run.resume is not None and run.resume.get("phase") != "crawl"
         return _run_questions(run, store, answerer_obj, out_dir, crawl, degraded, previous_run_id, scope,
                               resumed=run.resume is not None, resumed_answers=resumed_answers)
+
+
+def _connect(job: JobConfig, notify: Notify, notices: list[str], *, chat: bool, embeddings: bool) -> OllamaAccess:
+    """The job's Ollama: one server (``ollama.host``), or a pool of ``ollama.hosts`` whose troubles are notices."""
+    hosts = job.ollama.resolved_hosts()
+    if hosts is None:
+        return connect(ollama_settings(job), chat=chat, embeddings=embeddings)
+
+    def left_out(url: str, why: str) -> None:
+        notice = f"Ollama host {url} left out of this run: {why}"
+        notify.important(f"Notice: {notice}")
+        notices.append(notice)
+
+    return connect_hosts(ollama_settings(job), [HostSpec(url, parallel) for url, parallel in hosts], chat=chat,
+                         embeddings=embeddings, on_left_out=left_out)
 
 
 def _job_page_urls(job: JobConfig) -> list[str] | None:
@@ -687,7 +707,21 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
     interrupted = False
     fell_back: list[str] = []  # questions whose selection fell back to bm25 (the embedding model failed)
     fatal: WebqaError | None = None
-    parallel = max(1, job.ollama.parallel)
+    hosts = answerer.llm if isinstance(answerer.llm, HostPool) else None
+    # With ollama.hosts every usable server takes its own `parallel`; without, one server takes ollama.parallel.
+    parallel = hosts.capacity if hosts is not None else max(1, job.ollama.parallel)
+    requeued: set[str] = set()  # questions sent back once because Ollama went away (answered without it)
+    announced = 0  # hosts of the pool taken out and already told
+
+    def announce_lost_hosts() -> None:
+        nonlocal announced
+        lost = hosts.lost() if hosts is not None else []
+        for url, why in lost[announced:]:
+            notice = (f"Ollama host {url} taken out for the rest of the run: {why}; "
+                      "its questions went to the other hosts")
+            notify.important(f"Notice: {notice}")
+            notices.append(notice)
+        announced = len(lost)
     pool = ThreadPoolExecutor(max_workers=parallel)
     try:
         with jsonl_path.open("w", encoding="utf-8") as jsonl, _stop_after_current(stop):
@@ -700,24 +734,29 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
             pending: dict[Future[Outcome], QuestionSpec] = {}
             queue = [s for s in specs if s.id not in done_ids]
             while queue or pending:
-                while queue and len(pending) < parallel and not stop.is_set() and fatal is None:
+                while queue and len(pending) < _in_flight(hosts, answerer, parallel) and not stop.is_set() \
+                        and fatal is None:
                     spec = queue.pop(0)
                     pending[pool.submit(answerer.answer, spec)] = spec
                 if not pending:
                     break
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                announce_lost_hosts()
                 for future in done:
                     spec = pending.pop(future)
                     stops_run = False
                     try:
                         outcome = future.result()
                     except LLMUnavailableError as exc:
-                        if job.fallback_extractive and answerer.answerer == "llm":
-                            notice = f"{exc}; answered the remaining questions extractively"
-                            notify.important(f"Notice: {notice}")
-                            notices.append(notice)
-                            degraded.append(notice)
-                            answerer.switch_to_extractive(notice)
+                        # Once per question: several in flight may see Ollama go, and each is answered without it.
+                        if job.fallback_extractive and spec.id not in requeued:
+                            requeued.add(spec.id)
+                            if answerer.answerer == "llm":
+                                notice = f"{exc}; answered the remaining questions extractively"
+                                notify.important(f"Notice: {notice}")
+                                notices.append(notice)
+                                degraded.append(notice)
+                                answerer.switch_to_extractive(notice)
                             queue.insert(0, spec)
                             continue
                         fatal, stops_run = exc, True
@@ -745,6 +784,7 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
                             and not access_degraded_selection(degraded)):
                         fell_back.append(spec.id)
                     notify(_progress_line(len(done_ids), len(specs), obj, options.dry_run))
+            announce_lost_hosts()
             interrupted = stop.is_set() and bool(queue)
     except OSError as exc:
         if _is_storage_failure(exc):
@@ -775,7 +815,8 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
     store.finish_run(run_id, result.status, counts, notes="; ".join(notes) or None, exit_code=int(result.exit_code),
                      reason=result.reason, resumable=result.status == "interrupted")
     try:
-        outputs = _write_reports(job, out_dir, run_id, result, counts, order, notices, crawl, jsonl_path, diff)
+        outputs = _write_reports(job, out_dir, run_id, result, counts, order, notices, crawl, jsonl_path, diff,
+                                 hosts_line=_hosts_line(hosts) if hosts is not None else None)
     except OSError as exc:
         if _is_storage_failure(exc):
             raise storage_error(exc, f"{out_dir}: cannot write the reports") from None
@@ -787,7 +828,30 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
                          f"({len(done_ids)}/{len(specs)} done: {counts['answered']} answered, {counts['failed']} "
                          "failed); `webqa run --resume` asks the rest")
     return RunResult(run_id, result.status, result.exit_code, counts, outputs, notices, crawl.line,
-                     dry_run=options.dry_run, diff=diff, resumed=resumed, reason=result.reason)
+                     dry_run=options.dry_run, diff=diff, resumed=resumed, reason=result.reason,
+                     hosts_lost=_hosts_lost(hosts))
+
+
+def _hosts_lost(hosts: HostPool | None) -> list[str]:
+    """Each server of ``ollama.hosts`` that did not serve the whole run, and when it was lost, for the summary line."""
+    if hosts is None:
+        return []
+    return [*(f"{url} (left out at start)" for url, _why in hosts.left_out),
+            *(f"{url} (taken out)" for url, _why in hosts.lost())]
+
+
+def _hosts_line(hosts: HostPool) -> str:
+    """The report's line on the servers: what each answered, and which were taken out."""
+    lost = dict(hosts.lost())
+    return "Ollama hosts: " + ", ".join(f"{url} answered {n}" + (" (taken out during the run)" if url in lost else "")
+                                        for url, n in hosts.answered().items())
+
+
+def _in_flight(hosts: HostPool | None, answerer: QuestionAnswerer, parallel: int) -> int:
+    """How many questions may be in hand: what the servers still in use take (a lost host's share waits no more)."""
+    if hosts is None or answerer.answerer != "llm":
+        return parallel
+    return hosts.capacity or parallel  # none left: let them through to the no-LLM path at once
 
 
 def _stored_form(urls: list[str] | None) -> tuple[str, ...] | None:
@@ -854,7 +918,7 @@ def read_back(jsonl_path: Path, order: list[str]) -> Iterator[dict[str, Any]]:
 
 def _write_reports(job: JobConfig, out_dir: Path, run_id: int, result: Verdict, counts: dict[str, int],
                    order: list[str], notices: list[str], crawl: CrawlReport,
-                   jsonl_path: Path, diff: RunDiff | None = None) -> list[Path]:
+                   jsonl_path: Path, diff: RunDiff | None = None, hosts_line: str | None = None) -> list[Path]:
     outputs = []
     if "markdown" in job.output.formats:
         status = result.status + (f" ({result.reason})" if result.reason and result.status != "done" else "")
@@ -863,6 +927,8 @@ def _write_reports(job: JobConfig, out_dir: Path, run_id: int, result: Verdict, 
                    f"failed: {counts['failed']}"]
         if crawl.line:
             summary.append(crawl.line)
+        if hosts_line:
+            summary.append(hosts_line)
         summary += [f"not fetched: {f['url']}: {f['reason']}" for f in crawl.failures]
         summary += [f"stale: {url} (last fetched {when:%Y-%m-%d %H:%M} UTC; the copy answered from may be out of date)"
                     for url, when in sorted(crawl.stale.items())]

@@ -296,7 +296,7 @@ class RunStore(Store):
 ANSWER_COLUMNS = (
     "run_id", "question_id", "question", "attempt", "final", "answer", "confidence", "citations", "grounded",
     "not_enough_info", "failed_citations", "valid_json", "answerer", "model", "method", "latency_s",
-    "prompt_tokens", "eval_tokens", "error", "retry_reason",
+    "prompt_tokens", "eval_tokens", "error", "retry_reason", "host",
 )
 SELECTION_COLUMNS = (
     "chunk_id", "url", "heading_path", "rank", "score", "keyword_score", "bm25_score", "embedding_score",

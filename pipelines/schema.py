@@ -6,7 +6,7 @@ keeps working instead of failing on a missing column.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -196,7 +196,8 @@ CREATE TABLE IF NOT EXISTS answers (
     retry_reason VARCHAR,                  -- why attempt 2 was made
     created_at TIMESTAMP NOT NULL,
     evidence JSON,                         -- final answers of runs: jobs.changes.Evidence (answered, cited chunk+quote)
-    change VARCHAR                         -- final answers of runs: new | changed | unchanged | no_longer_answered
+    change VARCHAR,                        -- final answers of runs: new | changed | unchanged | no_longer_answered
+    host VARCHAR                           -- the Ollama server that answered (one of ollama.hosts), for answerer llm
 );
 CREATE INDEX IF NOT EXISTS answers_run ON answers (run_id);
 
@@ -299,4 +300,6 @@ MIGRATIONS: dict[int, list[str]] = {
         "DROP SCHEMA IF EXISTS fts_main_chunks CASCADE",
         "DELETE FROM meta WHERE key IN ('fts_built_at', 'chunks_changed_at')",
     ],
+    # 6: the Ollama server that answered, since a job may spread its questions over several (ollama.hosts).
+    6: ["ALTER TABLE answers ADD COLUMN IF NOT EXISTS host VARCHAR"],
 }

@@ -14,6 +14,8 @@ Public surface::
     server.chat_responder = lambda body: {...}   # answers /api/chat once the script is used up
     server.embed_fn = lambda text: [...]         # vector for one input text
     server.requests                  # every request received, in order (RecordedRequest)
+    server.peak_active("/api/chat")  # most requests to a path handled at the same time
+    FakeOllama(host="127.0.0.2")     # another loopback address, for a second server
     server.stop()
 
 Endpoints: ``POST /api/chat`` (streamed NDJSON or one JSON object), ``POST /api/embed``,
@@ -245,7 +247,9 @@ def _pieces(content: str) -> list[str]:
 
 
 class FakeOllama:
-    """A real HTTP server on 127.0.0.1 (random free port) in a background thread; see the module doc.
+    """A real HTTP server on loopback (127.0.0.1, or ``host``), on a free port, in a background thread.
+
+    See the module doc.
 
     Attributes tests may set at any time:
       ``models``          model names the server "has" (default: llama3.2:3b, nomic-embed-text).
@@ -255,12 +259,16 @@ class FakeOllama:
     Read-only: ``url``, ``requests``.
     """
 
-    def __init__(self, *, models: set[str] | frozenset[str] = DEFAULT_MODELS, embed_dims: int = 64) -> None:
+    def __init__(self, *, models: set[str] | frozenset[str] = DEFAULT_MODELS, embed_dims: int = 64,
+                 host: str = "127.0.0.1") -> None:
+        self.host = host
         self.models: set[str] = set(models)
         self.chat_responder: Callable[[dict[str, Any]], Reply] = default_chat_responder
         self.embed_fn: Callable[[str], list[float]] = lambda text: hashed_embedding(text, embed_dims)
         self.chunk_delay_s: float = 0.0
         self.requests: list[RecordedRequest] = []
+        self._active: dict[str, int] = {}
+        self._peak: dict[str, int] = {}
         self._scripts: dict[str, deque[Reply]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -273,7 +281,7 @@ class FakeOllama:
         """Bind a free port and serve in a background thread; returns self."""
         if self._httpd is not None:
             return self
-        self._httpd = _Server(("127.0.0.1", 0), _Handler, self)
+        self._httpd = _Server((self.host, 0), _Handler, self)
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name=f"fake-ollama-{self.port}", daemon=True)
         self._thread.start()
@@ -306,7 +314,7 @@ class FakeOllama:
     @property
     def url(self) -> str:
         """Base URL to give to clients, e.g. ``http://127.0.0.1:54321``."""
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     # -- scripting
 
@@ -332,6 +340,20 @@ class FakeOllama:
         """The recorded requests for one path, in arrival order."""
         with self._lock:
             return [r for r in self.requests if r.path == path]
+
+    def peak_active(self, path: str = "/api/chat") -> int:
+        """The most requests to ``path`` that were being handled at one time (a client's concurrency)."""
+        with self._lock:
+            return self._peak.get(path, 0)
+
+    def _enter(self, path: str) -> None:
+        with self._lock:
+            self._active[path] = self._active.get(path, 0) + 1
+            self._peak[path] = max(self._peak.get(path, 0), self._active[path])
+
+    def _leave(self, path: str) -> None:
+        with self._lock:
+            self._active[path] -= 1
 
     def has_model(self, model: str) -> bool:
         return _canonical(model) in {_canonical(m) for m in self.models}
@@ -422,7 +444,11 @@ class _Handler(BaseHTTPRequestHandler):
         if bad_json or (method == "POST" and not isinstance(body, dict)):
             self._json(400, {"error": "invalid request body: expected a JSON object"})
             return
-        handler(body if isinstance(body, dict) else {})
+        self.fake._enter(path)
+        try:
+            handler(body if isinstance(body, dict) else {})
+        finally:
+            self.fake._leave(path)
 
     # -- response helpers
 

@@ -25,6 +25,7 @@ from jobs.config import (
     JobConfig,
     JobFileError,
     OllamaConfig,
+    OllamaHost,
     OutputConfig,
     SelectionConfig,
     job_json_schema,
@@ -121,7 +122,7 @@ def test_example_job_names_every_key_of_every_model() -> None:
     # The example is meant to show every setting; a field added without documenting it fails here.
     text = (REPO / "configs" / "example.yaml").read_text(encoding="utf-8")
     reference = (REPO / "docs" / "job-reference.md").read_text(encoding="utf-8")
-    models = (JobConfig, CrawlConfig, HostOverride, SelectionConfig, OutputConfig, OllamaConfig)
+    models = (JobConfig, CrawlConfig, HostOverride, SelectionConfig, OutputConfig, OllamaConfig, OllamaHost)
     for model in models:
         for field in model.model_fields:
             assert f"{field}:" in text, f"{model.__name__}.{field} missing from configs/example.yaml"
