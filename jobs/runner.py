@@ -29,6 +29,7 @@ from typing import Any
 import duckdb
 
 from jobs.answer import AskSettings, Outcome, QuestionAnswerer, QuestionSpec
+from jobs.rerank import RerankSettings
 from jobs.changes import Evidence, classify
 from jobs.config import JobConfig
 from jobs.errors import (DatabaseLockedError, ExitCode, Interrupted, LLMUnavailableError, ModelNotFoundError,
@@ -624,7 +625,8 @@ def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
         previous_run_id = run_row.get("previous_run_id")
         ask = AskSettings(method=method, top_k=job.selection.top_k, token_budget=job.selection.token_budget,
                           retry_wider=job.selection.retry_wider, answerer=answerer, dry_run=options.dry_run,
-                          model=job.model, min_similarity=job.selection.min_similarity)
+                          model=job.model, min_similarity=job.selection.min_similarity,
+                          rerank=rerank_settings(job.selection.rerank))
         answerer_obj = QuestionAnswerer(store, selector, llm, ask, run_id=run_id)
         out_dir = (options.out_dir or job.output.dir) / f"run-{run_id}"
         resumed_answers = run.resume is not None and run.resume.get("phase") != "crawl"
@@ -648,6 +650,13 @@ def _job_page_urls(job: JobConfig) -> list[str] | None:
         log.warning("Cannot read the job's URLs for its page scope: %s", exc)
         return scoped
     return list(dict.fromkeys([*(u.url for u in listed), *scoped]))
+
+
+def rerank_settings(config: Any) -> RerankSettings | None:
+    """The job's ``selection.rerank`` as the answerer's settings (None: off)."""
+    if config is None:
+        return None
+    return RerankSettings(candidates=config.candidates, excerpt_chars=config.excerpt_chars, timeout_s=config.timeout)
 
 
 def access_degraded_selection(degraded: list[str]) -> bool:
