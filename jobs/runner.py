@@ -29,7 +29,6 @@ from typing import Any
 import duckdb
 
 from jobs.answer import AskSettings, Outcome, QuestionAnswerer, QuestionSpec
-from jobs.rerank import RerankSettings
 from jobs.changes import Evidence, classify
 from jobs.config import JobConfig
 from jobs.errors import (DatabaseLockedError, ExitCode, Interrupted, LLMUnavailableError, ModelNotFoundError,
@@ -38,6 +37,7 @@ from jobs.history import RunDiff, change_line, compare_runs, evidence_from_row, 
 from jobs.llm import OllamaSettings, connect
 from jobs.lock import RunLock
 from jobs.report import answer_row_json, outcome_json, write_csv, write_jsonl_line, write_markdown_report
+from jobs.rerank import RerankSettings
 from jobs.select import Selector
 from crawler.run import SHOWN_FAILURES
 from pipelines.signals import stop_signals
