@@ -263,6 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--devset", choices=sorted(br.DEVSETS), default="python")
     parser.add_argument("--only", default="", help="comma-separated variant numbers (default: all)")
+    parser.add_argument("--no-heading-vectors", action="store_true", help="skip the heading-path vectors (slow to embed)")
     parser.add_argument("--rerank-host", default=None,
                         help="also measure selection.rerank through a real Ollama at this URL (none here)")
     parser.add_argument("--rerank-model", default="llama3.2:3b", help="the chat model for --rerank-host")
@@ -288,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         base = Selector(conn, embedder=client, embedding_model=br.EMBEDDING_MODEL, ensure_fts=store.load_fts)
         base.embed_missing()
         has_headings = conn.execute("SELECT count(*) FILTER (WHERE heading_path <> '') FROM chunks").fetchone()[0]
-        vectors = heading_vectors(conn, client, br.EMBEDDING_MODEL) if has_headings else {}
+        vectors = heading_vectors(conn, client, br.EMBEDDING_MODEL) if has_headings and not args.no_heading_vectors else {}
         print(f"{args.devset}: {len(devset.questions)} questions; {len(vectors)} distinct heading paths embedded")
         wanted = {int(x) for x in args.only.split(",") if x.strip()}
         print(f"{'#':>2} {'variant':<40} {'tune: in prompt / R@5 / para R@5':<34} {'check: in prompt / R@5 / para R@5':<34} tokens")
@@ -296,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if wanted and number not in wanted:
                 continue
             if sel_kw.get("heading_weight") and not vectors:
-                print(f"{number:>2} {name:<40} n/a: no chunk has a heading path")
+                print(f"{number:>2} {name:<40} n/a: no heading-path vectors")
                 continue
             selector = LeverSelector(base, heading_vectors=vectors, **sel_kw)
             r = evaluate_variant(selector, conn, devset.questions, **pack_kw)
