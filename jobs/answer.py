@@ -20,6 +20,7 @@ from jobs.extractive import answer_extractively
 from jobs.llm import LLMReplyError, OllamaClient
 from jobs.prompt import (ANSWER_SCHEMA, NOT_ENOUGH_INFORMATION, PROMPT_VERSION, SOURCE_SEPARATOR, Source, build_prompt,
                          prompt_order, source_block)
+from jobs.rerank import Reranker, RerankSettings, RerankTrail
 from jobs.select import Candidate, Packed, Selection, Selector, pack
 from jobs.validate import Validation, coerce_answer, validate_answer
 from pipelines import defaults
@@ -50,6 +51,8 @@ class AskSettings:
     min_similarity: float | None = None
     # Several sent chunks of one page go into one source, in page order (off: BENCHMARKS.md, "Filling the budget").
     merge_pages: bool = False
+    # Opt-in listwise rerank of the top candidates by the answering model (jobs/rerank.py); None: off.
+    rerank: RerankSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ class Outcome:
     final: Attempt | None = None
     error: str | None = None
     notice: str | None = None
+    rerank: RerankTrail | None = None  # when the job reranks: what the rerank did (stored with each attempt)
 
     @property
     def answered(self) -> bool:
@@ -112,6 +116,7 @@ class QuestionAnswerer:
         self.db_lock = threading.Lock()
         self.answerer = settings.answerer
         self.fallback_notice: str | None = None
+        self.reranker = Reranker(llm, settings.rerank, model=settings.model) if settings.rerank else None
 
     def switch_to_extractive(self, reason: str) -> None:
         self.answerer = "extractive"
@@ -126,6 +131,11 @@ class QuestionAnswerer:
         # Packing must count what the prompt really carries (fence, url, section), not the bare text.
         selection.candidates = prompt_costed(selection.candidates)
         outcome = Outcome(spec, selection, notice=selection.notice)
+        if self.reranker is not None:
+            # The hook where the ranking goes to packing: the model may reorder the top candidates.
+            llm_used = self.answerer == "llm" and not self.settings.dry_run
+            selection.candidates, outcome.rerank = self.reranker.apply(
+                spec.question, selection.candidates, skip=None if llm_used else "the answers are not asked of the LLM")
         attempt = self._attempt(outcome, 1, self.settings.top_k, self.settings.token_budget)
         if outcome.error or self.settings.dry_run:
             return outcome
@@ -238,6 +248,7 @@ class QuestionAnswerer:
                 row, selection_rows(outcome.selection, attempt.packed, attempt.sources, attempt.evidence)
                 if outcome.selection else [],
                 attempt.prompt, PROMPT_VERSION, attempt.raw_reply,
+                rerank=outcome.rerank.as_row() if outcome.rerank is not None else None,
             )
 
 

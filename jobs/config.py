@@ -332,6 +332,18 @@ class Question(_Model):
         return value
 
 
+class RerankConfig(_Model):
+    """Opt-in listwise rerank of the top candidates by the job's own model (jobs/rerank.py)."""
+
+    candidates: int = Field(
+        20, ge=2, le=50, description="How many of the best candidates the model orders (one call per question)."
+    )
+    excerpt_chars: int = Field(
+        600, ge=100, le=4000, description="Longest excerpt of each candidate shown to the model, in characters."
+    )
+    timeout: PosFloat = Field(60.0, description="Seconds the rerank call may take; then the selection order is kept.")
+
+
 class SelectionConfig(_Model):
     """How chunks are chosen as evidence for a question."""
 
@@ -357,6 +369,10 @@ class SelectionConfig(_Model):
     document_prefix: str | None = Field(
         None, description="embedding/hybrid: text put before each chunk when it is embedded; null: the "
         "embedding model's own (nomic-embed-text: 'search_document: '), '' for none. Changing it re-embeds.",
+    )
+    rerank: RerankConfig | None = Field(
+        None, description="Off unless set: the answering model reorders the top candidates before packing "
+        "(one more LLM call per question; unmeasured, see README). {} takes the defaults.",
     )
 
 

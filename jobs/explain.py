@@ -11,6 +11,7 @@ import json
 import textwrap
 
 from jobs.errors import StoreError
+from jobs.rerank import RerankTrail
 from jobs.runstore import RunStore
 from pipelines.store import PAGE_TEXT_QUERY
 
@@ -47,6 +48,38 @@ def source_summary(selections: list[dict]) -> list[str]:
             urls.setdefault(s["source_number"], s["url"])
     return [f"SOURCE {n}: ranks {', '.join(map(str, sorted(r)))} merged in page order <{urls[n]}>"
             for n, r in sorted(ranks.items()) if len(r) > 1]
+
+
+def sent_units(selections: list[dict], method: str | None, before: dict[str, int]) -> list[str]:
+    """Each SOURCE of the prompt: which chunk leads it and why (method, scores, rank before and after a
+    rerank), and which other chunks were merged into it."""
+    units: dict[int, list[dict]] = {}
+    for s in selections:
+        if s["sent"] and s["source_number"] is not None:
+            units.setdefault(s["source_number"], []).append(s)
+    if not units:
+        return []
+    lines = ["Sent units (SOURCE n as numbered in the prompt; why each was sent):"]
+    for number, rows in sorted(units.items()):
+        lead = min(rows, key=lambda r: r["rank"])
+        was = before.get(lead["chunk_id"], lead["rank"])
+        rank = f"rank {lead['rank']}" + (f" (rank {was} before the rerank)" if was != lead["rank"] else "")
+        scores = ", ".join(f"{name} {_fmt(lead[key], 4 if key == 'score' else 3)}"
+                           for name, key in (("score", "score"), ("keyword", "keyword_score"), ("bm25", "bm25_score"),
+                                             ("embedding", "embedding_score")) if lead[key] is not None)
+        lines.append(f"SOURCE {number}: {lead['chunk_id']} {rank} by {method or '-'} ({scores}); "
+                     f"{lead['heading_path'] or '(page top)'} <{lead['url']}>")
+        for other in sorted(rows, key=lambda r: r["rank"]):
+            if other is not lead:
+                lines.append(f"    + merged: {other['chunk_id']} rank {other['rank']}, same page, in page order; "
+                             f"{other['heading_path'] or '(page top)'}")
+    return lines
+
+
+def stored_trail(row: dict) -> RerankTrail:
+    return RerankTrail(row["status"], list(row["before"] or []), list(row["after"] or []), error=row["error"],
+                       model=row["model"], dropped=row["dropped"] or 0, appended=row["appended"] or 0,
+                       prompt_tokens=row["prompt_tokens"], eval_tokens=row["eval_tokens"], seconds=row["seconds"])
 
 
 def explain_answer(store: RunStore, answer_id: int, *, show_prompt: bool = True) -> str:
@@ -91,13 +124,20 @@ def explain_answer(store: RunStore, answer_id: int, *, show_prompt: bool = True)
     out.append(f"3. Selection: {len(selections)} candidates ranked, {sent} sent "
                f"({sum(s['tokens'] or 0 for s in selections if s['sent'])} tokens)")
     out.extend(f"   {line}" for line in source_summary(selections))
+    rerank = store.rerank_of(answer_id)
+    before = {chunk_id: i for i, chunk_id in enumerate((rerank or {}).get("before") or [], start=1)}
+    if rerank is not None:
+        out.append(f"   Rerank: {stored_trail(rerank).summary()}")
+    out.extend(f"   {line}" for line in sent_units(selections, a["method"], before))
     out.append("   rank  score     keyword  bm25     embed    sent      chunk             heading / matched terms / reason")
     for s in selections:
         mark = f"SOURCE {s['source_number']}" if s["sent"] else "dropped"
         out.append(f"   {s['rank']:<5} {_fmt(s['score'], 4):<9} {_fmt(s['keyword_score'], 1):<8} {_fmt(s['bm25_score']):<8} "
                    f"{_fmt(s['embedding_score']):<8} {mark:<9} {s['chunk_id']:<17} {s['heading_path'] or s['url']}")
         terms = ", ".join(s["matched_terms"] or []) or "none"
-        out.append(f"   {'':<70}matched: {terms}; {s['reason']}")
+        was = before.get(s["chunk_id"], s["rank"])
+        moved = f"; rank {was} before the rerank" if was != s["rank"] else ""
+        out.append(f"   {'':<70}matched: {terms}; {s['reason']}{moved}")
     out.append("")
     prompt = store.prompt_of(answer_id)
     if prompt:
@@ -107,6 +147,14 @@ def explain_answer(store: RunStore, answer_id: int, *, show_prompt: bool = True)
             out.append("")
         out.append("5. Raw reply")
         out.append(textwrap.indent(prompt["raw_reply"] or "(none: answered without an LLM)", "   | ", lambda _l: True))
+        out.append("")
+    if rerank is not None and rerank["prompt"]:
+        if show_prompt:
+            out.append("6. Rerank prompt")
+            out.append(textwrap.indent(rerank["prompt"], "   | ", lambda _line: True))
+            out.append("")
+        out.append("7. Rerank reply" if show_prompt else "6. Rerank reply")
+        out.append(textwrap.indent(rerank["raw_reply"] or "(none)", "   | ", lambda _l: True))
         out.append("")
     out.append("Next: if the right chunk is not among the candidates, the loss is upstream — check the page "
                f"({PAGE_TEXT_QUERY}) and its chunks, or run `webqa eval` with expect phrases.")

@@ -38,6 +38,7 @@ from jobs.hosts import HostPool, HostSpec, connect_hosts
 from jobs.llm import OllamaAccess, OllamaSettings, connect
 from jobs.lock import RunLock
 from jobs.report import answer_row_json, outcome_json, write_csv, write_jsonl_line, write_markdown_report
+from jobs.rerank import RerankSettings
 from jobs.session import open_session
 from crawler.run import SHOWN_FAILURES
 from pipelines.signals import stop_signals
@@ -624,7 +625,8 @@ def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
         previous_run_id = run_row.get("previous_run_id")
         ask = AskSettings(method=method, top_k=job.selection.top_k, token_budget=job.selection.token_budget,
                           retry_wider=job.selection.retry_wider, answerer=answerer, dry_run=options.dry_run,
-                          model=job.model, min_similarity=job.selection.min_similarity)
+                          model=job.model, min_similarity=job.selection.min_similarity,
+                          rerank=rerank_settings(job.selection.rerank))
         answerer_obj = session.answerer(ask, run_id=run_id)
         out_dir = (options.out_dir or job.output.dir) / f"run-{run_id}"
         resumed_answers = run.resume is not None and run.resume.get("phase") != "crawl"
@@ -661,6 +663,13 @@ def _job_page_urls(job: JobConfig) -> list[str] | None:
         log.warning("Cannot read the job's URLs for its page scope: %s", exc)
         return scoped
     return list(dict.fromkeys([*(u.url for u in listed), *scoped]))
+
+
+def rerank_settings(config: Any) -> RerankSettings | None:
+    """The job's ``selection.rerank`` as the answerer's settings (None: off)."""
+    if config is None:
+        return None
+    return RerankSettings(candidates=config.candidates, excerpt_chars=config.excerpt_chars, timeout_s=config.timeout)
 
 
 def access_degraded_selection(degraded: list[str]) -> bool:

@@ -170,7 +170,7 @@ class RunStore(Store):
         )
 
     def save_attempt(self, answer: dict[str, Any], selections: Sequence[dict[str, Any]], prompt: str | None,
-                     prompt_version: str | None, raw_reply: str | None) -> int:
+                     prompt_version: str | None, raw_reply: str | None, rerank: dict[str, Any] | None = None) -> int:
         """Insert one attempt with its selection trail and prompt in one transaction; returns its id.
 
         A final attempt demotes earlier final attempts of the same question in the same run, so the
@@ -200,7 +200,20 @@ class RunStore(Store):
                 self.conn.execute(
                     "INSERT INTO prompts VALUES (?, ?, ?, ?)", [answer_id, prompt_version, prompt, raw_reply]
                 )
+            if rerank is not None:
+                self.conn.execute(
+                    f"INSERT INTO reranks (answer_id, {', '.join(RERANK_COLUMNS)}) "
+                    f"VALUES (?, {', '.join('?' for _ in RERANK_COLUMNS)})",
+                    [answer_id, *[rerank.get(c) for c in RERANK_COLUMNS]],
+                )
         return answer_id
+
+    def rerank_of(self, answer_id: int) -> dict[str, Any] | None:
+        """The stored rerank of an attempt, or None (no rerank, or a file from before reranks, opened read-only)."""
+        if not self.has_table("reranks"):
+            return None
+        rows = self.query_dicts("SELECT * FROM reranks WHERE answer_id = ?", [answer_id])
+        return rows[0] if rows else None
 
     def set_final(self, answer_id: int, attempt_ids: Sequence[int] = ()) -> None:
         """Make ``answer_id`` the final attempt of its question.
@@ -297,6 +310,10 @@ ANSWER_COLUMNS = (
     "run_id", "question_id", "question", "attempt", "final", "answer", "confidence", "citations", "grounded",
     "not_enough_info", "failed_citations", "valid_json", "answerer", "model", "method", "latency_s",
     "prompt_tokens", "eval_tokens", "error", "retry_reason", "host",
+)
+RERANK_COLUMNS = (
+    "status", "error", "model", "candidates", "before", "after", "dropped", "appended", "prompt_tokens",
+    "eval_tokens", "seconds", "prompt", "raw_reply",
 )
 SELECTION_COLUMNS = (
     "chunk_id", "url", "heading_path", "rank", "score", "keyword_score", "bm25_score", "embedding_score",

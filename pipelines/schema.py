@@ -225,6 +225,23 @@ CREATE TABLE IF NOT EXISTS prompts (
     prompt VARCHAR NOT NULL,               -- exactly what was sent
     raw_reply VARCHAR
 );
+-- What an opt-in LLM rerank (selection.rerank) did to an attempt's candidates: one row per attempt.
+CREATE TABLE IF NOT EXISTS reranks (
+    answer_id BIGINT PRIMARY KEY,
+    status VARCHAR NOT NULL,               -- reranked | unchanged (the reply kept the order) | failed | skipped
+    error VARCHAR,                         -- why it failed or was skipped
+    model VARCHAR,
+    candidates INTEGER,                    -- how many of the top candidates were sent
+    before VARCHAR[],                      -- their chunk ids in the selection's order
+    after VARCHAR[],                       -- … and in the order used for packing
+    dropped INTEGER,                       -- numbers of the reply that were unknown or repeated
+    appended INTEGER,                      -- candidates the reply left out (appended in the selection's order)
+    prompt_tokens INTEGER,
+    eval_tokens INTEGER,
+    seconds DOUBLE,
+    prompt VARCHAR,
+    raw_reply VARCHAR
+);
 """
 
 # The tables selection reads, maintained page by page (pipelines/search_index.py index_pages, in the transaction that writes

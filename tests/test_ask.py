@@ -308,7 +308,11 @@ def test_explain_shows_the_debugging_checklist(tmp_path: Path, db: Path, llm: Fa
     for s in selections:
         assert s["chunk_id"] in out
         assert f"{s['bm25_score']:.3f}" in out
-    assert out.count("SOURCE 1") == 1 and out.count("SOURCE 2") == 1
+    # Each source twice: its line under "Sent units" (why it was sent) and its mark in the table.
+    assert out.count("SOURCE 1") == 2 and out.count("SOURCE 2") == 2
+    lead = selections[0]
+    assert re.search(rf"^   SOURCE \d: {lead['chunk_id']} rank 1 by bm25 \(score {lead['score']:.4f}, bm25 "
+                     rf"{lead['bm25_score']:.3f}\); ", out, re.M)
     assert out.count("below top_k=2") == len(selections) - 2
     assert "rank 1 within top_k and budget" in out
     # The exact prompt and the raw reply.

@@ -60,7 +60,7 @@ FAMILIES = {
     "crawl": ("meta", "crawl_runs", "pages", "page_html", "page_links", "job_pages", "chunks", "fetch_log"),
     "search": ("fts_main_chunks", "selection_docs", "bm25_postings", "fts_stopwords"),
     "vectors": ("embeddings", "chunk_windows", "unit_vectors_"),
-    "runs": ("runs", "run_pages", "answers", "selections", "prompts"),
+    "runs": ("runs", "run_pages", "answers", "selections", "prompts", "reranks"),
 }
 # The module that writes SQL on each family; pipelines/schema.py declares every table (DDL, migrations).
 OWNERS = {
