@@ -473,30 +473,6 @@ def vectors(db: Path, repeat: int, efs: Sequence[int], prefilters: Sequence[int]
 
         exact_sql = EMBEDDING_SQL.format(table=table, dims=DIMS, scope="")
         exact = run_variant("exact: product EMBEDDING_SQL (array_inner_product, unit FLOAT[384])", exact_sql)
-        run_variant("scan floor: max(array_inner_product) over every vector, no top-N",
-                    f"SELECT max(array_inner_product(vector, $q::FLOAT[{DIMS}])) FROM {table} WHERE model = $model",
-                    rank=False)
-        run_variant("exact, windows CTE MATERIALIZED",
-                    exact_sql.replace("WITH windows AS (", "WITH windows AS MATERIALIZED ("), reference=exact)
-        run_variant("exact, array_cosine_similarity instead of the dot product",
-                    exact_sql.replace("array_inner_product(", "array_cosine_similarity("), reference=exact)
-        conn.execute(f"CREATE OR REPLACE TABLE bench_list_vectors AS SELECT model, doc, url, ordinal, part, "
-                     f"vector::FLOAT[] AS vector FROM {table} ORDER BY model, doc, part")
-        run_variant("exact, list_dot_product over FLOAT[] (a list column, as embeddings.vector)",
-                    exact_sql.replace(table, "bench_list_vectors").replace(
-                        f"array_inner_product(v.vector, $q::FLOAT[{DIMS}])", "list_dot_product(v.vector, $q::FLOAT[])"),
-                    reference=exact)
-        conn.execute("DROP TABLE bench_list_vectors")
-        conn.execute(f"CREATE OR REPLACE TABLE bench_double_vectors AS SELECT model, doc, url, ordinal, part, "
-                     f"vector::DOUBLE[{DIMS}] AS vector FROM {table} ORDER BY model, doc, part")
-        run_variant("exact, DOUBLE[384] (wider: the cost of the float width)",
-                    exact_sql.replace(table, "bench_double_vectors").replace(f"$q::FLOAT[{DIMS}]", f"$q::DOUBLE[{DIMS}]"),
-                    reference=exact)
-        conn.execute("DROP TABLE bench_double_vectors")
-        conn.execute("SET threads = 1")
-        run_variant("exact, one thread (threads = 1)", exact_sql, reference=exact)
-        conn.execute("RESET threads")
-
         # -- hybrid, exact: the reference for the packed selections ------------------------------------------
         embedder = PrecomputedEmbedder(raw)
 
@@ -531,11 +507,6 @@ def vectors(db: Path, repeat: int, efs: Sequence[int], prefilters: Sequence[int]
             return cls(conn, embedder=embedder, embedding_model=MODEL, ensure_fts=store.load_fts, **kw)
 
         hybrid_exact, packed_exact = hybrid_run("exact (the product)", selector())
-
-        # -- bm25 prefilter: cosine only over the windows of bm25's best K chunks ---------------------------------
-        for k in prefilters:
-            hybrid_run(f"bm25 prefilter, cosine over bm25's top {k} chunks only",
-                       selector(prefilter_selector, prefilter=k), hybrid_exact, packed_exact)
 
         # -- vss HNSW over an in-memory copy of the unit vectors --------------------------------------------------
         conn.execute(f"LOAD '{vss_extension_path()}'")
@@ -583,6 +554,35 @@ top AS (
                        hybrid_exact, packed_exact)
         conn.execute("RESET hnsw_ef_search")
         conn.execute("DETACH ann")
+        run_variant("scan floor: max(array_inner_product) over every vector, no top-N",
+                    f"SELECT max(array_inner_product(vector, $q::FLOAT[{DIMS}])) FROM {table} WHERE model = $model",
+                    rank=False)
+        run_variant("exact, windows CTE MATERIALIZED",
+                    exact_sql.replace("WITH windows AS (", "WITH windows AS MATERIALIZED ("), reference=exact)
+        run_variant("exact, array_cosine_similarity instead of the dot product",
+                    exact_sql.replace("array_inner_product(", "array_cosine_similarity("), reference=exact)
+        conn.execute(f"CREATE OR REPLACE TABLE bench_list_vectors AS SELECT model, doc, url, ordinal, part, "
+                     f"vector::FLOAT[] AS vector FROM {table} ORDER BY model, doc, part")
+        run_variant("exact, list_dot_product over FLOAT[] (a list column, as embeddings.vector)",
+                    exact_sql.replace(table, "bench_list_vectors").replace(
+                        f"array_inner_product(v.vector, $q::FLOAT[{DIMS}])", "list_dot_product(v.vector, $q::FLOAT[])"),
+                    reference=exact)
+        conn.execute("DROP TABLE bench_list_vectors")
+        conn.execute(f"CREATE OR REPLACE TABLE bench_double_vectors AS SELECT model, doc, url, ordinal, part, "
+                     f"vector::DOUBLE[{DIMS}] AS vector FROM {table} ORDER BY model, doc, part")
+        run_variant("exact, DOUBLE[384] (wider: the cost of the float width)",
+                    exact_sql.replace(table, "bench_double_vectors").replace(f"$q::FLOAT[{DIMS}]", f"$q::DOUBLE[{DIMS}]"),
+                    reference=exact)
+        conn.execute("DROP TABLE bench_double_vectors")
+        conn.execute("SET threads = 1")
+        run_variant("exact, one thread (threads = 1)", exact_sql, reference=exact)
+        conn.execute("RESET threads")
+
+        # -- bm25 prefilter: cosine only over the windows of bm25's best K chunks ---------------------------------
+        for k in prefilters:
+            hybrid_run(f"bm25 prefilter, cosine over bm25's top {k} chunks only",
+                       selector(prefilter_selector, prefilter=k), hybrid_exact, packed_exact)
+
     print(json.dumps(out))
 
 
