@@ -239,15 +239,19 @@ def query(db: Path, repeat: int, methods: Sequence[str], budget_s: float) -> Non
                 raise SystemExit(f"{method} fell back to {first.method_used}: {first.notice}")
             samples: list[float] = []
             per_question: dict[str, list[float]] = {}
+            cpu_per_question: dict[str, list[float]] = {}
             candidates = 0
             passes = 0
             method_start = time.perf_counter()
             while passes < repeat and (passes == 0 or time.perf_counter() - method_start < budget_s):
                 passes += 1
                 for q in questions:
-                    t = time.perf_counter()
+                    t, cpu = time.perf_counter(), time.process_time()
                     selection = selector.select(q, method)
                     elapsed = time.perf_counter() - t
+                    # CPU seconds of every thread of this process: what other load on a shared machine
+                    # changes far less than the wall time (DuckDB runs a query on up to 2 threads here).
+                    cpu_per_question.setdefault(q, []).append(time.process_time() - cpu)
                     samples.append(elapsed)
                     per_question.setdefault(q, []).append(elapsed)
                     candidates += len(selection.candidates)
@@ -261,12 +265,16 @@ def query(db: Path, repeat: int, methods: Sequence[str], budget_s: float) -> Non
                 "max_ms": round(max(by_question) * 1000, 2),
                 "min_ms": round(min(by_question) * 1000, 2),
                 "all_samples_p95_ms": round(common.percentile(samples, 95) * 1000, 2),
+                "cpu_median_ms": round(common.median([common.median(v) for v in cpu_per_question.values()]) * 1000, 1),
+                "cpu_p95_ms": round(common.percentile([common.median(v) for v in cpu_per_question.values()], 95) * 1000, 1),
                 "mean_candidates": round(candidates / len(samples), 1),
                 "passes": passes,
                 "slowest_question": slowest,
             }
-            print(f"    {method}: median {out['methods'][method]['median_ms']:.1f} ms, "
-                  f"p95 {out['methods'][method]['p95_ms']:.1f} ms ({passes} passes)", file=sys.stderr, flush=True)
+            m = out["methods"][method]
+            print(f"    {method}: median {m['median_ms']:.1f} ms, p95 {m['p95_ms']:.1f} ms ({passes} passes); CPU "
+                  f"per question median {m['cpu_median_ms']:.1f} ms, p95 {m['cpu_p95_ms']:.1f} ms; load average "
+                  f"{os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
         out["embedder_calls"] = embedder.calls
     print(json.dumps(out))
 
