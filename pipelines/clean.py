@@ -434,6 +434,24 @@ def _trafilatura(tree: lxml_html.HtmlElement, url: str | None, recall: bool) -> 
     return root, title
 
 
+def _title_heading_on_top(root: etree._Element, page_title: str | None) -> None:
+    """Put the heading that repeats the page's ``<title>`` above the page's other headings.
+
+    DocBook reference pages give the page's name the level of its sections (``<h2>NOTIFY</h2>`` then
+    ``<h2>Synopsis</h2>``, ``<h2>Description</h2>``), so chunks were filed under "Description" alone, which
+    says nothing about the page. When the first heading is the page's title and no later heading is above it,
+    it moves one level above the highest of them (never past h1), as on pages that use h1 for their title.
+    """
+    if not page_title:
+        return
+    heads = [h for h in root.iter("head") if _HEAD_REND.match(h.get("rend") or "")]
+    if len(heads) < 2 or (heads[0].text or "").casefold() != page_title.casefold():
+        return
+    top = min(int(h.get("rend")[1]) for h in heads[1:])
+    if int(heads[0].get("rend")[1]) >= top > 1:
+        heads[0].set("rend", f"h{top - 1}")
+
+
 # --------------------------------------------------------------------------- lxml body fallback
 
 _DROP = ("script", "style", "noscript", "template", "nav", "footer", "head", "svg", "iframe", "object", "embed", "canvas")
@@ -834,6 +852,7 @@ def clean_html(html: str | bytes, url: str | None = None, *, min_chars: int = 50
     if not candidates:
         return empty(title, lang)
     method, root, text = max(candidates, key=lambda c: len(c[2]))  # max() keeps the first of equals
+    _title_heading_on_top(root, page_title)
     if lang and not root.get("language"):
         root.set("language", lang)
     xml = etree.tostring(root, encoding="unicode")

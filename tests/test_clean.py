@@ -385,3 +385,17 @@ def test_site_name_h1_outside_the_article_does_not_widen_it() -> None:
     result = clean_html(html)
     assert "My Site" not in result.text
     assert headings(result) == [(2, "The post")]
+
+
+def test_heading_repeating_the_title_goes_above_its_sibling_sections() -> None:
+    # DocBook reference page: the page's name is an <h2> like its sections.
+    text = "<p>" + "The NOTIFY command sends a notification event to each client application. " * 4 + "</p>"
+    html = ("<html><head><title>NOTIFY</title></head><body><div class='refentry'>"
+            "<div class='refnamediv'><h2><span class='refentrytitle'>NOTIFY</span></h2><p>NOTIFY — generate a "
+            f"notification</p></div><div class='refsect1'><h2>Description</h2>{text}</div>"
+            f"<div class='refsect1'><h2>Parameters</h2>{text}</div></div></body></html>")
+    result = clean_html(html)
+    assert headings(result) == [(1, "NOTIFY"), (2, "Description"), (2, "Parameters")]
+    # A first heading that is not the page's title keeps its level.
+    other = clean_html(html.replace("<title>NOTIFY</title>", "<title>Something else</title>"))
+    assert headings(other) == [(2, "NOTIFY"), (2, "Description"), (2, "Parameters")]
