@@ -359,13 +359,16 @@ def _html_lang(tree: lxml_html.HtmlElement) -> str | None:
 
 
 def _html_title(tree: lxml_html.HtmlElement) -> str | None:
+    """The page's ``<title>``, or its first ``<h1>`` when the title is that heading plus the site's name
+    ("json — JSON encoder and decoder — Python 3.11 documentation"), or the ``<h1>`` alone."""
+    texts = []
     for path in (".//title", ".//h1"):
         el = tree.find(path)
-        if el is not None:
-            title = clean_heading(el.text_content() or "")
-            if title:
-                return title
-    return None
+        texts.append(clean_heading(el.text_content() or "") if el is not None else "")
+    title, h1 = texts
+    if title and h1 and len(h1) < len(title) and title.startswith(h1):
+        return h1
+    return title or h1 or None
 
 
 # --------------------------------------------------------------------------- trafilatura
@@ -380,7 +383,7 @@ _HEAD_REND = re.compile(r"^h([1-6])$")
 
 #: trafilatura's metadata extraction (title, author, date, categories…), ~43 ms of CPU a page. Only its title
 #: was used, and ``_html_title`` reads the same ``<title>``.
-TRAFILATURA_METADATA = True
+TRAFILATURA_METADATA = False
 #: trafilatura's comparison of its own extraction with its fallback extractors (readability, jusText), ~29 ms a
 #: page: ``fast=True`` when off.
 TRAFILATURA_FALLBACK = True

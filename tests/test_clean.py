@@ -145,14 +145,14 @@ def test_short_page_falls_back_to_body_and_keeps_headings() -> None:
 
 
 def test_recall_is_tried_before_body(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = clean_mod.trafilatura.extract_with_metadata
+    real = clean_mod.trafilatura.extract
     calls: list[bool] = []
 
     def fake(tree, **kwargs):  # type: ignore[no-untyped-def]
         calls.append(kwargs["favor_recall"])
         return real(tree, **kwargs) if kwargs["favor_recall"] else None
 
-    monkeypatch.setattr(clean_mod.trafilatura, "extract_with_metadata", fake)
+    monkeypatch.setattr(clean_mod.trafilatura, "extract", fake)
     html = "<html><body><article><h1>Recall</h1>" + "<p>Plenty of text in this paragraph here.</p>" * 20
     result = clean_html(html + "</article></body></html>")
     assert calls == [False, True]
@@ -161,7 +161,7 @@ def test_recall_is_tried_before_body(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_longest_attempt_wins_when_all_are_short(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(clean_mod.trafilatura, "extract_with_metadata", lambda tree, **kw: None)
+    monkeypatch.setattr(clean_mod.trafilatura, "extract", lambda tree, **kw: None)
     result = clean_html("<html><body><h2>Only</h2><p>a few words</p></body></html>")
     assert result.method == "body"
     assert result.text == "Only\n\na few words"
@@ -171,7 +171,7 @@ def test_trafilatura_exception_is_contained(monkeypatch: pytest.MonkeyPatch) -> 
     def boom(tree, **kwargs):  # type: ignore[no-untyped-def]
         raise RuntimeError("trafilatura bug")
 
-    monkeypatch.setattr(clean_mod.trafilatura, "extract_with_metadata", boom)
+    monkeypatch.setattr(clean_mod.trafilatura, "extract", boom)
     result = clean_html("<html><body><h1>Still</h1><p>here after a crash.</p></body></html>")
     assert result.method == "body"
     assert "here after a crash." in result.text
