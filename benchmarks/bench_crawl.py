@@ -146,6 +146,16 @@ def extract_parts(limit: int) -> None:
                 trafilatura.extract(copy(tree), url=url, fast=fast, **common_options)
         return run
 
+    def with_switches(metadata: bool, fallback: bool) -> Any:
+        def run(html: str, url: str) -> None:
+            saved = clean.TRAFILATURA_METADATA, clean.TRAFILATURA_FALLBACK
+            clean.TRAFILATURA_METADATA, clean.TRAFILATURA_FALLBACK = metadata, fallback
+            try:
+                process_page(html, url)
+            finally:
+                clean.TRAFILATURA_METADATA, clean.TRAFILATURA_FALLBACK = saved
+        return run
+
     variants = {
         "bare trafilatura.extract(html, xml, include_formatting)":
             lambda html, url: trafilatura.extract(html, output_format="xml", include_formatting=True),
@@ -153,7 +163,10 @@ def extract_parts(limit: int) -> None:
         "main attempt, metadata, no fallback (fast=True)": main_attempt(fast=True, metadata=True),
         "main attempt, fallback, no metadata": main_attempt(fast=False, metadata=False),
         "main attempt, no metadata, no fallback": main_attempt(fast=True, metadata=False),
-        "process_page (clean_html + chunking)": lambda html, url: process_page(html, url),
+        "process_page (clean_html + chunking) as it is": lambda html, url: process_page(html, url),
+        "process_page with trafilatura's metadata and fallback comparison (before issue 16)":
+            with_switches(True, True),
+        "process_page with neither": with_switches(False, False),
     }
     out: dict[str, Any] = {"pages": len(pages), "cpu_ms_per_page": {}}
     for name, run in variants.items():

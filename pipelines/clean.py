@@ -381,12 +381,14 @@ _DATE_PARAMS = {"original_date": True, "extensive_search": False, "max_date": "2
 _HEAD_REND = re.compile(r"^h([1-6])$")
 
 
-#: trafilatura's metadata extraction (title, author, date, categories…), ~43 ms of CPU a page. Only its title
-#: was used, and ``_html_title`` reads the same ``<title>``.
+#: trafilatura's metadata extraction (title, author, date, categories…): 14–43 ms of CPU a page, and not one
+#: devset page's cleaned text changes without it (BENCHMARKS.md, "What process_page costs beyond the bare
+#: extraction"). It gave only the title, which ``_html_title`` reads from ``<title>``/``<h1>``.
 TRAFILATURA_METADATA = False
-#: trafilatura's comparison of its own extraction with its fallback extractors (readability, jusText), ~29 ms a
-#: page: ``fast=True`` when off.
-TRAFILATURA_FALLBACK = True
+#: trafilatura's comparison of its extraction with its fallback extractors (readability, jusText): ~40 ms a
+#: page on the Python manual; without it 1 of 440 devset pages' text changes and no expect phrase is lost
+#: (same section). ``fast=True`` when off. Both switches are module attributes for benchmarks/bench_clean.py.
+TRAFILATURA_FALLBACK = False
 
 
 def _trafilatura(tree: lxml_html.HtmlElement, url: str | None, recall: bool) -> tuple[etree._Element | None, str | None]:
