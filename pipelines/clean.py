@@ -189,24 +189,42 @@ def _drop_nav_panels(tree: lxml_html.HtmlElement) -> None:
         links = sum(len(collapse_ws(a.text_content() or "")) for a in block.iter("a"))
         return text if text and len(text) < 500 and links * 2 >= len(text.replace(" ", "")) else None
 
-    dropped: set[str] = set()
-    for anchor in list(tree.iter("a")):
-        rels = set((anchor.get("rel") or "").lower().split())
-        if not (rels & _NAV_REL or anchor.get("accesskey")):
-            continue
+    def nearest_block(anchor: lxml_html.HtmlElement) -> lxml_html.HtmlElement | None:
         block = anchor.getparent()
         while block is not None and not (isinstance(block.tag, str) and block.tag.lower() in _NAV_BLOCKS):
             block = block.getparent()
         if block is None or block.getparent() is None or block.tag.lower() == "body":
+            return None
+        return block
+
+    dropped: set[str] = set()
+    link_texts: set[str] = set()
+    for anchor in tree.xpath("//a[@rel or @accesskey]"):
+        rels = set((anchor.get("rel") or "").lower().split())
+        if not (rels & _NAV_REL or anchor.get("accesskey")):
             continue
-        if (text := mostly_links(block)) is not None:
+        if (block := nearest_block(anchor)) is not None and (text := mostly_links(block)) is not None:
             dropped.add(text)
+            link_texts.update(collapse_ws(a.text_content() or "") for a in block.iter("a"))
             block.drop_tree()
+    link_texts.discard("")
     if dropped:
-        # The same panel repeated at the foot of the page, with plain links this time.
-        for block in list(tree.iter("p", "div", "table")):
-            if block.getparent() is not None and mostly_links(block) in dropped:
-                block.drop_tree()
+        # The same panel repeated at the foot of the page, with plain links this time: only the blocks
+        # around links that read like the panel's are looked at, each once.
+        seen: set[lxml_html.HtmlElement] = set()
+        for anchor in list(tree.iter("a")):
+            if collapse_ws(anchor.text_content() or "") not in link_texts:
+                continue
+            block, depth = nearest_block(anchor), 0
+            while block is not None and block not in seen and depth < 4:
+                seen.add(block)
+                if mostly_links(block) in dropped:
+                    block.drop_tree()
+                    break
+                # The panel may be the block around the one holding the link (a <div> around a <p>, a table).
+                parent, depth = block.getparent(), depth + 1
+                block = parent if parent is not None and parent.getparent() is not None and isinstance(parent.tag, str) \
+                    and parent.tag.lower() in _NAV_BLOCKS else None
 
 
 def _h1_outside(container: lxml_html.HtmlElement, body: lxml_html.HtmlElement) -> lxml_html.HtmlElement | None:
