@@ -247,9 +247,10 @@ def _h1_outside(container: lxml_html.HtmlElement, body: lxml_html.HtmlElement) -
         return None
     if any(a is container for a in h1.iterancestors()):
         return None
-    container_line = {id(a) for a in container.iterancestors()} | {id(container)}
+    # The set holds the elements themselves: an id() of a freed lxml proxy can be reused by another one.
+    container_line = {container, *container.iterancestors()}
     block = h1
-    while block.getparent() is not None and id(block.getparent()) not in container_line:
+    while block.getparent() is not None and block.getparent() not in container_line:
         block = block.getparent()
     parent = block.getparent()
     if parent is None:
