@@ -9,7 +9,11 @@
    (200s in the server's log) vs 304s, chunks rewritten, wall time vs the first crawl (goals 0, 0, ≤ 10%).
 6. Peak memory of each subprocess.
 
-    .venv/bin/python benchmarks/bench_crawl.py [--hosts 4] [--pages N]
+    .venv/bin/python benchmarks/bench_crawl.py [--hosts 4] [--pages N] [--replicate K]
+
+``--replicate K`` serves every page under K distinct URLs (``/``, ``/r1/``, … ``/r{K-1}/``) so the crawl covers
+K × the pages (2,000+ with K = 6) and fixed costs (start-up, robots.txt, the index build) weigh less; the
+re-crawl (3) is skipped then, and the baseline runs over the distinct pages once (its rate is per page).
 """
 
 from __future__ import annotations
@@ -142,6 +146,16 @@ def extract_parts(limit: int) -> None:
                 trafilatura.extract(copy(tree), url=url, fast=fast, **common_options)
         return run
 
+    def with_switches(metadata: bool, fallback: bool) -> Any:
+        def run(html: str, url: str) -> None:
+            saved = clean.TRAFILATURA_METADATA, clean.TRAFILATURA_FALLBACK
+            clean.TRAFILATURA_METADATA, clean.TRAFILATURA_FALLBACK = metadata, fallback
+            try:
+                process_page(html, url)
+            finally:
+                clean.TRAFILATURA_METADATA, clean.TRAFILATURA_FALLBACK = saved
+        return run
+
     variants = {
         "bare trafilatura.extract(html, xml, include_formatting)":
             lambda html, url: trafilatura.extract(html, output_format="xml", include_formatting=True),
@@ -149,7 +163,10 @@ def extract_parts(limit: int) -> None:
         "main attempt, metadata, no fallback (fast=True)": main_attempt(fast=True, metadata=True),
         "main attempt, fallback, no metadata": main_attempt(fast=False, metadata=False),
         "main attempt, no metadata, no fallback": main_attempt(fast=True, metadata=False),
-        "process_page (clean_html + chunking)": lambda html, url: process_page(html, url),
+        "process_page (clean_html + chunking) as it is": lambda html, url: process_page(html, url),
+        "process_page with trafilatura's metadata and fallback comparison (before issue 16)":
+            with_switches(True, True),
+        "process_page with neither": with_switches(False, False),
     }
     out: dict[str, Any] = {"pages": len(pages), "cpu_ms_per_page": {}}
     for name, run in variants.items():
@@ -248,6 +265,8 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=0, help="use only the first N pages (default: all)")
     parser.add_argument("--max-wait", type=float, default=15.0,
                         help="wait up to this many seconds for a quiet machine before each measurement (default 15)")
+    parser.add_argument("--replicate", type=int, default=1, metavar="K",
+                        help="serve and crawl every page under K distinct URLs (default 1; 6 gives 2,000+ pages)")
     parser.add_argument("--baseline-worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--extract-parts", type=int, metavar="N",
                         help="only measure the CPU per page of process_page's parts over N manual pages (issue 16)")
@@ -267,12 +286,18 @@ def main() -> None:
     if args.pages:
         pages = pages[: args.pages]
     hosts = common.loopback_hosts(args.hosts)
-    html_mib = sum((common.CORPUS / p).stat().st_size for p in pages) / 1024 / 1024
-    print(f"corpus: {len(pages)} pages ({html_mib:.1f} MiB HTML) over {len(hosts)} hosts "
-          f"({', '.join(hosts)}), 1 request at a time per host, delay 0; extraction workers = CPU count "
-          f"({os.cpu_count()})")
+    replicate = max(1, args.replicate)
+    unique_pages = pages
+    pages = [p if k == 0 else f"r{k}/{p}" for k in range(replicate) for p in unique_pages]
+    html_mib = replicate * sum((common.CORPUS / p).stat().st_size for p in unique_pages) / 1024 / 1024
+    print(f"corpus: {len(pages)} pages ({len(unique_pages)} distinct × {replicate}; {html_mib:.1f} MiB HTML) over "
+          f"{len(hosts)} hosts ({', '.join(hosts)}), 1 request at a time per host, delay 0; extraction workers = "
+          f"CPU count ({os.cpu_count()}); load average before: {os.getloadavg()}")
 
     with common.temp_dir("crawl") as tmp, common.corpus_site(hosts) as site:
+        for host in hosts:
+            for k in range(1, replicate):
+                site.serve_dir(host, f"/r{k}/", common.CORPUS)
         url_file = tmp / "urls.txt"
         urls = common.write_url_file(url_file, pages, hosts, site.port)
         db = tmp / "fresh.duckdb"
@@ -280,14 +305,17 @@ def main() -> None:
         print("crawl 1 (fresh database):")
         first = crawl_once(site, url_file, db, "first", args.max_wait)
         state1 = _db_state(db)
-        print("crawl 2 (same database, nothing changed on the server):")
-        second = crawl_once(site, url_file, db, "second", args.max_wait)
-        state2 = _db_state(db)
-        common.RESULTS.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(db, common.CORPUS_DB)  # the selection and runner benchmarks start from this crawl
+        if replicate == 1:
+            print("crawl 2 (same database, nothing changed on the server):")
+            second = crawl_once(site, url_file, db, "second", args.max_wait)
+            state2 = _db_state(db)
+            common.RESULTS.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(db, common.CORPUS_DB)  # the selection and runner benchmarks start from this crawl
+        else:
+            second, state2 = None, None
 
         list_file = tmp / "baseline.json"
-        list_file.write_text(json.dumps([[p, u] for p, u in zip(pages, urls)]))
+        list_file.write_text(json.dumps([[p, u] for p, u in zip(pages, urls)][: len(unique_pages)]))
         print("baseline: process_page() in a loop, one process pinned to one core ...")
         base_quiet = common.wait_for_quiet(args.max_wait)
         base_run = common.run_measured([common.PYTHON, Path(__file__).resolve(), "--baseline-worker", list_file],
@@ -304,14 +332,27 @@ def main() -> None:
     window_rate = n / first["page_request_window_s"]
     base_rate = baseline["pages"] / baseline["seconds"]
     bare_rate = baseline["pages"] / baseline["bare_trafilatura_seconds"]
-    run2 = state2["runs"][-1]
-    second_id = run2["crawl_run_id"]
-    bodies = second["server"].get("page_200", 0)
-    not_modified = second["server"].get("page_304", 0)
-    rewritten_pages = state2["pages_by_run"].get(second_id, 0)
-    chunks_same = state1["chunk_rows"] == state2["chunk_rows"]
+    recrawl: dict[str, Any] = {}
+    if second is not None and state2 is not None:
+        run2 = state2["runs"][-1]
+        second_id = run2["crawl_run_id"]
+        bodies = second["server"].get("page_200", 0)
+        not_modified = second["server"].get("page_304", 0)
+        rewritten_pages = state2["pages_by_run"].get(second_id, 0)
+        chunks_same = state1["chunk_rows"] == state2["chunk_rows"]
+        recrawl = {
+            "recrawl_bodies_downloaded": bodies,
+            "recrawl_not_modified": not_modified,
+            "recrawl_pages_rewritten": rewritten_pages,
+            "recrawl_chunks_written": run2["chunks"],
+            "recrawl_chunk_rows_identical": chunks_same,
+            "recrawl_chunks_changed_at_moved": state1["meta"].get("chunks_changed_at") != state2["meta"].get("chunks_changed_at"),
+            "recrawl_fts_rebuilt": state1["meta"].get("fts_built_at") != state2["meta"].get("fts_built_at"),
+            "recrawl_wall_fraction": round(second["wall_s"] / first["wall_s"], 3),
+        }
     figures = {
-        "pages": n, "hosts": len(hosts), "concurrency": f"{len(hosts)} (1 per host)", "html_mib": round(html_mib, 1),
+        "pages": n, "replicate": replicate, "distinct_pages": len(unique_pages), "hosts": len(hosts),
+        "concurrency": f"{len(hosts)} (1 per host)", "html_mib": round(html_mib, 1),
         "cpus": os.cpu_count(),
         "first_crawl": first, "second_crawl": second, "db_after_first": state1, "db_after_second": state2,
         "baseline": baseline,
@@ -322,14 +363,7 @@ def main() -> None:
         "bare_trafilatura_pages_per_s": round(bare_rate, 2),
         "ratio_vs_bare_trafilatura": round(first_rate / bare_rate, 2),
         "ratio_request_window": round(window_rate / base_rate, 2),
-        "recrawl_bodies_downloaded": bodies,
-        "recrawl_not_modified": not_modified,
-        "recrawl_pages_rewritten": rewritten_pages,
-        "recrawl_chunks_written": run2["chunks"],
-        "recrawl_chunk_rows_identical": chunks_same,
-        "recrawl_chunks_changed_at_moved": state1["meta"].get("chunks_changed_at") != state2["meta"].get("chunks_changed_at"),
-        "recrawl_fts_rebuilt": state1["meta"].get("fts_built_at") != state2["meta"].get("fts_built_at"),
-        "recrawl_wall_fraction": round(second["wall_s"] / first["wall_s"], 3),
+        **recrawl,
         # CPU accounting, robust to other load on a shared machine: CPU seconds per page.
         "baseline_cpu_s_per_page": round(baseline["cpu_seconds"] / baseline["pages"], 4),
         "crawl_cpu_s_per_page": round(first["tree_cpu_s"] / n, 4),
@@ -337,7 +371,7 @@ def main() -> None:
     }
     cores = os.cpu_count() or 1
     figures["ratio_cpu_ceiling"] = round(cores * figures["baseline_cpu_s_per_page"] / figures["crawl_cpu_s_per_page"], 2)
-    path = common.save_result("crawl", figures, command=common.command_line(), machine=machine)
+    path = common.save_result("crawl" if replicate == 1 else f"crawl-x{replicate}", figures, command=common.command_line(), machine=machine)
 
     print()
     print(f"[1] crawl: {n} pages in {first['wall_s']:.2f} s wall (process start to exit) = {first_rate:.1f} pages/s; "
@@ -364,12 +398,14 @@ def main() -> None:
           f"{figures['baseline_cpu_s_per_page'] * 1000:.0f} ms: even with {cores} idle cores the ratio cannot exceed "
           f"{figures['ratio_cpu_ceiling']:.2f}")
     print(f"    machine load: crawl {common.load_note(first['load'])}; baseline {common.load_note(baseline['load'])}")
-    print(f"[3] re-crawl: {bodies} bodies downloaded (200), {not_modified} not modified (304); "
-          f"pages rewritten {rewritten_pages}, chunks written {run2['chunks']}, chunk rows identical {chunks_same}, "
-          f"FTS rebuilt {figures['recrawl_fts_rebuilt']}; {second['wall_s']:.2f} s = "
-          f"{figures['recrawl_wall_fraction']:.1%} of the first crawl (goals 0, 0, <= 10%)")
+    if recrawl:
+        print(f"[3] re-crawl: {recrawl['recrawl_bodies_downloaded']} bodies downloaded (200), {recrawl['recrawl_not_modified']} not modified (304); "
+              f"pages rewritten {recrawl['recrawl_pages_rewritten']}, chunks written {recrawl['recrawl_chunks_written']}, chunk rows identical {recrawl['recrawl_chunk_rows_identical']}, "
+              f"FTS rebuilt {figures['recrawl_fts_rebuilt']}; {second['wall_s']:.2f} s = "
+              f"{figures['recrawl_wall_fraction']:.1%} of the first crawl (goals 0, 0, <= 10%)")
     print(f"[6] peak RSS: crawl 1 {first['max_rss_mib']:.0f} MiB largest process / {first['tree_peak_rss_mib']:.0f} MiB "
-          f"whole tree; crawl 2 {second['max_rss_mib']:.0f} / {second['tree_peak_rss_mib']:.0f} MiB; "
+          f"whole tree; crawl 2 {second['max_rss_mib'] if second else float('nan'):.0f} / "
+          f"{second['tree_peak_rss_mib'] if second else float('nan'):.0f} MiB; "
           f"baseline {baseline['max_rss_mib']:.0f} MiB")
     print(f"results: {path.relative_to(common.REPO)}")
 

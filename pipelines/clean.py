@@ -24,6 +24,11 @@ from lxml import etree
 from lxml import html as lxml_html
 from trafilatura.utils import load_html
 
+try:  # trafilatura's own list of content containers, in the order it tries them
+    from trafilatura.xpaths import BODY_XPATH as _CONTAINER_XPATHS
+except ImportError:  # pragma: no cover - a trafilatura that moved it: <main>/<article> are the common case
+    _CONTAINER_XPATHS = [etree.XPath("(.//main)[1]|(.//article)[1]")]
+
 LOGGER = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
@@ -165,6 +170,145 @@ def _parse(text: str) -> lxml_html.HtmlElement | None:
 _PERMALINK_CLASS = re.compile(r"headerlink|anchor|permalink|hash-link|header-link", re.I)
 
 
+# Links that say where they lead in the document's sequence: Texinfo's "Next: … Previous: … Up: …" panel
+# (rel and accesskey), DocBook's "Prev Up Home Next" tables (accesskey), <link>-style rel values on <a>.
+_NAV_REL = frozenset("next prev previous up contents index start first last home".split())
+_NAV_BLOCKS = frozenset("p div table tr td ul ol li nav header footer center".split())
+
+
+def _drop_nav_panels(tree: lxml_html.HtmlElement) -> None:
+    """Remove navigation panels that carry no class trafilatura recognises.
+
+    A panel is the nearest block around a sequence link (``rel="next"``/``"prev"``/``"up"``…, or an
+    ``accesskey``) whose text is mostly link text: Texinfo's ``<div class="header"><p>Next: <a rel="next">…``
+    started every page's text. A sequence link inside prose ("see the <a rel="next">next section</a>")
+    sits in a block of mostly plain text and stays.
+    """
+    def mostly_links(block: lxml_html.HtmlElement) -> str | None:
+        text = collapse_ws(block.text_content() or "")
+        links = sum(len(collapse_ws(a.text_content() or "")) for a in block.iter("a"))
+        return text if text and len(text) < 500 and links * 2 >= len(text.replace(" ", "")) else None
+
+    def nearest_block(anchor: lxml_html.HtmlElement) -> lxml_html.HtmlElement | None:
+        block = anchor.getparent()
+        while block is not None and not (isinstance(block.tag, str) and block.tag.lower() in _NAV_BLOCKS):
+            block = block.getparent()
+        if block is None or block.getparent() is None or block.tag.lower() == "body":
+            return None
+        return block
+
+    dropped: set[str] = set()
+    link_texts: set[str] = set()
+    for anchor in tree.xpath("//a[@rel or @accesskey]"):
+        rels = set((anchor.get("rel") or "").lower().split())
+        if not (rels & _NAV_REL or anchor.get("accesskey")):
+            continue
+        if (block := nearest_block(anchor)) is not None and (text := mostly_links(block)) is not None:
+            dropped.add(text)
+            link_texts.update(collapse_ws(a.text_content() or "") for a in block.iter("a"))
+            block.drop_tree()
+    link_texts.discard("")
+    if dropped:
+        # The same panel repeated at the foot of the page, with plain links this time: only the blocks
+        # around links that read like the panel's are looked at, each once.
+        seen: set[lxml_html.HtmlElement] = set()
+        for anchor in list(tree.iter("a")):
+            if collapse_ws(anchor.text_content() or "") not in link_texts:
+                continue
+            block, depth = nearest_block(anchor), 0
+            while block is not None and block not in seen and depth < 4:
+                seen.add(block)
+                if mostly_links(block) in dropped:
+                    block.drop_tree()
+                    break
+                # The panel may be the block around the one holding the link (a <div> around a <p>, a table).
+                parent, depth = block.getparent(), depth + 1
+                block = parent if parent is not None and parent.getparent() is not None and isinstance(parent.tag, str) \
+                    and parent.tag.lower() in _NAV_BLOCKS else None
+
+
+def _h1_outside(container: lxml_html.HtmlElement, body: lxml_html.HtmlElement) -> lxml_html.HtmlElement | None:
+    """The block holding the page's first real ``<h1>`` when it precedes ``container`` outside it, else None.
+
+    A real h1 is not inside ``<header>``/``<nav>``/``<aside>``/``<footer>`` and is not just a link (a site
+    name linking home). The block returned is the h1's ancestor that is a sibling of one of the container's
+    ancestors; it is only returned when its text is short next to the container's (a title block, not a
+    layout column).
+    """
+    for h1 in body.iter("h1"):
+        if any(isinstance(a.tag, str) and a.tag.lower() in {"header", "nav", "aside", "footer"} for a in h1.iterancestors()):
+            continue
+        text = collapse_ws(h1.text_content() or "")
+        link_text = collapse_ws(" ".join(a.text_content() or "" for a in h1.iter("a")))
+        if not text or link_text == text:
+            continue
+        break
+    else:
+        return None
+    if any(a is container for a in h1.iterancestors()):
+        return None
+    # The set holds the elements themselves: an id() of a freed lxml proxy can be reused by another one.
+    container_line = {container, *container.iterancestors()}
+    block = h1
+    while block.getparent() is not None and block.getparent() not in container_line:
+        block = block.getparent()
+    parent = block.getparent()
+    if parent is None:
+        return None
+    # The container's ancestor that is a sibling of the block, and the block must come first.
+    sibling = container
+    while sibling.getparent() is not parent:
+        sibling = sibling.getparent()
+    if parent.index(block) > parent.index(sibling):
+        return None
+    if len(collapse_ws(block.text_content() or "")) * 4 > len(collapse_ws(container.text_content() or "")):
+        return None
+    return block
+
+
+def _append_tail(element: lxml_html.HtmlElement, tail: str | None) -> None:
+    """Keep the text that followed ``element`` where it was (its previous sibling or parent) before a move."""
+    if not tail:
+        return
+    previous = element.getprevious()
+    if previous is not None:
+        previous.tail = (previous.tail or "") + tail
+    elif element.getparent() is not None:
+        parent = element.getparent()
+        parent.text = (parent.text or "") + tail
+
+
+def _give_container(tree: lxml_html.HtmlElement) -> None:
+    """Wrap the body's content in a ``<main>`` when trafilatura would find no content container.
+
+    trafilatura keeps headings (and definition terms, list structure) only inside a container it
+    recognises (its BODY_XPATH: ``<main>``, ``<article>``, class and id hints such as "post-content").
+    Pages without one (DocBook's ``<div class="sect1">``, Texinfo's ``<div class="chapter-level-extent">``)
+    go to its wild-text recovery instead, which takes paragraphs, code and tables from the whole
+    document and drops every ``<h1>``–``<h6>`` and ``<dt>``: on the PostgreSQL manual 2,124 of 2,125
+    chunks had no heading path. The wrapper gives the extraction the same scope the recovery searched
+    (the whole body), so nothing is widened; trafilatura's own pruning (navigation classes, link
+    density) still applies inside it. Pages where a container exists are left exactly as they were.
+    """
+    body = tree.find(".//body")
+    if body is None or len(body) == 0:
+        return
+    for expr in _CONTAINER_XPATHS:
+        container = next(iter(expr(tree)), None)
+        if container is not None:
+            # asciidoc puts the page's <h1> (and its NAME section) in <div id="header">, before the
+            # <div id="content"> trafilatura picks: the title block moves to the container's start.
+            if (block := _h1_outside(container, body)) is not None:
+                tail, block.tail = block.tail, None
+                _append_tail(block, tail)
+                container.insert(0, block)
+            return
+    main = lxml_html.Element("main")
+    main.text, body.text = body.text, None
+    main.extend(list(body))  # moves the children, tails included
+    body.append(main)
+
+
 def _prepare(tree: lxml_html.HtmlElement) -> None:
     """Fix the two things trafilatura gets wrong on documentation sites.
 
@@ -187,6 +331,14 @@ def _prepare(tree: lxml_html.HtmlElement) -> None:
         looks_permalink = href.startswith("#") or bool(_PERMALINK_CLASS.search(anchor.get("class") or ""))
         if only_glyphs and looks_permalink and anchor.getparent() is not None:
             anchor.drop_tree()
+    for cell in tree.iter("td", "th"):
+        # trafilatura flattens a table nested in a list item into its cells' inline content; without a
+        # separator the cells run together ("REINDEXTRUNCATE").
+        # trafilatura drops the cell's tail, so the separator goes at the end of its content.
+        if len(cell):
+            cell[-1].tail = (cell[-1].tail or "") + "\n"
+        else:
+            cell.text = (cell.text or "") + "\n"
     for pre in list(tree.iter("pre")):
         for br in pre.iter("br"):
             br.tail = "\n" + (br.tail or "")
@@ -226,13 +378,16 @@ def _html_lang(tree: lxml_html.HtmlElement) -> str | None:
 
 
 def _html_title(tree: lxml_html.HtmlElement) -> str | None:
+    """The page's ``<title>``, or its first ``<h1>`` when the title is that heading plus the site's name
+    ("json — JSON encoder and decoder — Python 3.11 documentation"), or the ``<h1>`` alone."""
+    texts = []
     for path in (".//title", ".//h1"):
         el = tree.find(path)
-        if el is not None:
-            title = clean_heading(el.text_content() or "")
-            if title:
-                return title
-    return None
+        texts.append(clean_heading(el.text_content() or "") if el is not None else "")
+    title, h1 = texts
+    if title and h1 and len(h1) < len(title) and title.startswith(h1):
+        return h1
+    return title or h1 or None
 
 
 # --------------------------------------------------------------------------- trafilatura
@@ -245,29 +400,43 @@ _DATE_PARAMS = {"original_date": True, "extensive_search": False, "max_date": "2
 _HEAD_REND = re.compile(r"^h([1-6])$")
 
 
+#: trafilatura's metadata extraction (title, author, date, categories…): 14–43 ms of CPU a page, and not one
+#: devset page's cleaned text changes without it (BENCHMARKS.md, "What process_page costs beyond the bare
+#: extraction"). It gave only the title, which ``_html_title`` reads from ``<title>``/``<h1>``.
+TRAFILATURA_METADATA = False
+#: trafilatura's comparison of its extraction with its fallback extractors (readability, jusText): ~40 ms a
+#: page on the Python manual; without it 1 of 440 devset pages' text changes and no expect phrase is lost
+#: (same section). ``fast=True`` when off. Both switches are module attributes for benchmarks/bench_clean.py.
+TRAFILATURA_FALLBACK = False
+
+
 def _trafilatura(tree: lxml_html.HtmlElement, url: str | None, recall: bool) -> tuple[etree._Element | None, str | None]:
     """Run one trafilatura extraction; returns (normalised <doc> root, title)."""
+    options: dict[str, object] = dict(
+        url=url,
+        output_format="xml",
+        favor_recall=recall,
+        fast=not TRAFILATURA_FALLBACK,
+        include_comments=False,
+        include_tables=True,
+        include_formatting=False,
+        include_links=False,
+        include_images=False,
+    )
     try:
-        document = trafilatura.extract_with_metadata(
-            tree,
-            url=url,
-            output_format="xml",
-            favor_recall=recall,
-            include_comments=False,
-            include_tables=True,
-            include_formatting=False,
-            include_links=False,
-            include_images=False,
-            date_extraction_params=dict(_DATE_PARAMS),
-        )
+        if TRAFILATURA_METADATA:
+            document = trafilatura.extract_with_metadata(tree, date_extraction_params=dict(_DATE_PARAMS), **options)
+            xml_text, raw_title = (document.text, document.title) if document is not None else (None, None)
+        else:
+            xml_text, raw_title = trafilatura.extract(tree, **options), None
     except Exception as err:  # a bug in trafilatura on one odd page must not kill the page
         LOGGER.debug("trafilatura failed (recall=%s) on %s: %s", recall, url, err)
         return None, None
-    if document is None or not document.text:
+    if not xml_text:
         return None, None
-    title = clean_heading(document.title) if document.title else None
+    title = clean_heading(raw_title) if raw_title else None
     try:
-        root = etree.fromstring(document.text.encode("utf-8"), _XML_PARSER)
+        root = etree.fromstring(xml_text.encode("utf-8"), _XML_PARSER)
     except Exception as err:
         LOGGER.debug("unparsable trafilatura XML on %s: %s", url, err)
         return None, title
@@ -287,6 +456,24 @@ def _trafilatura(tree: lxml_html.HtmlElement, url: str | None, recall: bool) -> 
     if title:
         root.set("title", title)
     return root, title
+
+
+def _title_heading_on_top(root: etree._Element, page_title: str | None) -> None:
+    """Put the heading that repeats the page's ``<title>`` above the page's other headings.
+
+    DocBook reference pages give the page's name the level of its sections (``<h2>NOTIFY</h2>`` then
+    ``<h2>Synopsis</h2>``, ``<h2>Description</h2>``), so chunks were filed under "Description" alone, which
+    says nothing about the page. When the first heading is the page's title and no later heading is above it,
+    it moves one level above the highest of them (never past h1), as on pages that use h1 for their title.
+    """
+    if not page_title:
+        return
+    heads = [h for h in root.iter("head") if _HEAD_REND.match(h.get("rend") or "")]
+    if len(heads) < 2 or (heads[0].text or "").casefold() != page_title.casefold():
+        return
+    top = min(int(h.get("rend")[1]) for h in heads[1:])
+    if int(heads[0].get("rend")[1]) >= top > 1:
+        heads[0].set("rend", f"h{top - 1}")
 
 
 # --------------------------------------------------------------------------- lxml body fallback
@@ -655,6 +842,8 @@ def clean_html(html: str | bytes, url: str | None = None, *, min_chars: int = 50
 
     try:
         _prepare(tree)
+        _drop_nav_panels(tree)
+        _give_container(tree)
         lang = _html_lang(tree)
         page_title = _html_title(tree)
     except Exception as err:
@@ -687,6 +876,7 @@ def clean_html(html: str | bytes, url: str | None = None, *, min_chars: int = 50
     if not candidates:
         return empty(title, lang)
     method, root, text = max(candidates, key=lambda c: len(c[2]))  # max() keeps the first of equals
+    _title_heading_on_top(root, page_title)
     if lang and not root.get("language"):
         root.set("language", lang)
     xml = etree.tostring(root, encoding="unicode")
@@ -721,11 +911,17 @@ def garbled_share(text: str, sample: int = 65536) -> float:
     Byte-swapped UTF-16 turns ASCII into U+xx00 characters (``<`` → U+3C00); real text in any script
     has them at about 1 in 256. Whitespace is not counted.
     """
-    chars = [c for c in text[:sample] if not c.isspace()]
-    if not chars:
+    text = text[:sample]
+    visible = len("".join(text.split()))  # non-whitespace characters, as str.isspace counts them
+    if not visible:
         return 0.0
-    bad = sum(1 for c in chars if c == "\ufffd" or (ord(c) > 0xFF and ord(c) & 0xFF == 0))
-    return bad / len(chars)
+    # Only characters above U+00FF can be garbled: the regex finds them in C, so the Python loop runs over
+    # the few a real page has (the loop over all 65,536 characters was 3% of the crawling process's CPU).
+    bad = sum(1 for c in _ABOVE_LATIN1.findall(text) if c == "\ufffd" or ord(c) & 0xFF == 0)
+    return bad / visible
+
+
+_ABOVE_LATIN1 = re.compile("[^\x00-\xff]")
 
 
 #: Above this share of garbled characters a decoded page is recorded as failed, not stored.

@@ -145,14 +145,14 @@ def test_short_page_falls_back_to_body_and_keeps_headings() -> None:
 
 
 def test_recall_is_tried_before_body(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = clean_mod.trafilatura.extract_with_metadata
+    real = clean_mod.trafilatura.extract
     calls: list[bool] = []
 
     def fake(tree, **kwargs):  # type: ignore[no-untyped-def]
         calls.append(kwargs["favor_recall"])
         return real(tree, **kwargs) if kwargs["favor_recall"] else None
 
-    monkeypatch.setattr(clean_mod.trafilatura, "extract_with_metadata", fake)
+    monkeypatch.setattr(clean_mod.trafilatura, "extract", fake)
     html = "<html><body><article><h1>Recall</h1>" + "<p>Plenty of text in this paragraph here.</p>" * 20
     result = clean_html(html + "</article></body></html>")
     assert calls == [False, True]
@@ -161,7 +161,7 @@ def test_recall_is_tried_before_body(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_longest_attempt_wins_when_all_are_short(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(clean_mod.trafilatura, "extract_with_metadata", lambda tree, **kw: None)
+    monkeypatch.setattr(clean_mod.trafilatura, "extract", lambda tree, **kw: None)
     result = clean_html("<html><body><h2>Only</h2><p>a few words</p></body></html>")
     assert result.method == "body"
     assert result.text == "Only\n\na few words"
@@ -171,7 +171,7 @@ def test_trafilatura_exception_is_contained(monkeypatch: pytest.MonkeyPatch) -> 
     def boom(tree, **kwargs):  # type: ignore[no-untyped-def]
         raise RuntimeError("trafilatura bug")
 
-    monkeypatch.setattr(clean_mod.trafilatura, "extract_with_metadata", boom)
+    monkeypatch.setattr(clean_mod.trafilatura, "extract", boom)
     result = clean_html("<html><body><h1>Still</h1><p>here after a crash.</p></body></html>")
     assert result.method == "body"
     assert "here after a crash." in result.text
@@ -318,3 +318,84 @@ def test_section_whose_id_looks_like_boilerplate_is_kept() -> None:
     assert "create a special config module" in result.text
     assert "first statement of a function body" in result.text
     assert (2, "How do I share global variables?") in headings(result)
+
+
+# --------------------------------------------------------------------------- pages without a content container
+
+
+def blocks(result: CleanResult) -> list[tuple[str, str]]:
+    return [(b.kind, b.text) for b in xml_blocks(result.xml)]
+
+
+def test_docbook_page_keeps_its_headings_and_whole_terms() -> None:
+    # No <main>, no class trafilatura knows: titles sit in <div class="titlepage">…<h2 class="title">.
+    result = clean_html((PAGES / "docbook_like.html").read_bytes(), "https://docs.example.org/runtime-config-wal.html")
+    assert headings(result) == [(2, "20.5. Write Ahead Log"), (3, "20.5.1. Settings"), (3, "20.5.2. Checkpoints")]
+    kinds = blocks(result)
+    # The definition term stays one line, its type with it (was "wal_level\n\n(\n\nenum\n\n)").
+    assert ("term", "wal_level (enum)") in kinds
+    assert ("term", "checkpoint_timeout (integer)") in kinds
+    # Cells of a table nested in a definition do not run together.
+    assert "REINDEXTRUNCATE" not in result.text and "REINDEX" in result.text
+    # Navigation tables (class navheader/navfooter) are gone.
+    assert "Prev" not in result.text and "Home" not in result.text
+
+
+def test_docbook_chunks_carry_a_heading_path() -> None:
+    from pipelines.chunk import split_by_headings
+
+    result = clean_html((PAGES / "docbook_like.html").read_bytes(), "https://docs.example.org/runtime-config-wal.html")
+    chunks = split_by_headings(result.xml, "https://docs.example.org/runtime-config-wal.html", max_tokens=60)
+    assert chunks and all(c.heading_path for c in chunks)
+    assert any(c.heading_path == ("20.5. Write Ahead Log", "20.5.2. Checkpoints") for c in chunks)
+
+
+def test_texinfo_page_keeps_definition_lines_and_drops_the_nav_panel() -> None:
+    html = (PAGES / "texinfo_like.html").read_text(encoding="utf-8")
+    for variant in (html, html.replace('<div class="nav-panel">', '<div class="header">')):  # Texinfo 7, Texinfo 6
+        result = clean_html(variant, "https://www.gnu.org/software/libc/manual/html_node/String-Length.html")
+        assert headings(result) == [(3, "5.3 String Length")]
+        kinds = blocks(result)
+        assert ("term", "Function: size_t strlen (const char *s)") in kinds
+        assert ("term", "Function: size_t strnlen (const char *s, size_t maxlen)") in kinds
+        assert "Next:" not in result.text and "Previous:" not in result.text
+        assert result.text.startswith("5.3 String Length\n\nYou can get the length")
+
+
+def test_sequence_link_inside_prose_stays() -> None:
+    prose = "This paragraph explains the topic at length and points on to the " * 3
+    html = (f"<html><body><main><h1>Topic</h1><p>{prose}<a rel='next' href='b.html'>next section</a> "
+            "for the rest of the story.</p></main></body></html>")
+    result = clean_html(html)
+    assert "next section for the rest of the story" in result.text
+
+
+def test_asciidoc_title_block_before_the_content_container_is_kept() -> None:
+    # asciidoc: <div id="header"><h1>…</h1><h2>NAME</h2>…</div><div id="content">…: trafilatura picks #content.
+    result = clean_html((PAGES / "asciidoc_like.html").read_bytes(), "https://git-scm.example/docs/git-add.html")
+    assert headings(result)[:4] == [(1, "git-add(1) Manual Page"), (2, "NAME"), (2, "SYNOPSIS"), (2, "DESCRIPTION")]
+    assert "git-add - Add file contents to the index" in result.text
+    assert "Last updated" not in result.text  # the footer stays out
+
+
+def test_site_name_h1_outside_the_article_does_not_widen_it() -> None:
+    body = "<p>" + "The article's own text, long enough to be the page's main content. " * 8 + "</p>"
+    html = ("<html><body><div id='header'><h1><a href='/'>My Site</a></h1></div>"
+            f"<div class='post-content'><h2>The post</h2>{body}</div></body></html>")
+    result = clean_html(html)
+    assert "My Site" not in result.text
+    assert headings(result) == [(2, "The post")]
+
+
+def test_heading_repeating_the_title_goes_above_its_sibling_sections() -> None:
+    # DocBook reference page: the page's name is an <h2> like its sections.
+    text = "<p>" + "The NOTIFY command sends a notification event to each client application. " * 4 + "</p>"
+    html = ("<html><head><title>NOTIFY</title></head><body><div class='refentry'>"
+            "<div class='refnamediv'><h2><span class='refentrytitle'>NOTIFY</span></h2><p>NOTIFY — generate a "
+            f"notification</p></div><div class='refsect1'><h2>Description</h2>{text}</div>"
+            f"<div class='refsect1'><h2>Parameters</h2>{text}</div></div></body></html>")
+    result = clean_html(html)
+    assert headings(result) == [(1, "NOTIFY"), (2, "Description"), (2, "Parameters")]
+    # A first heading that is not the page's title keeps its level.
+    other = clean_html(html.replace("<title>NOTIFY</title>", "<title>Something else</title>"))
+    assert headings(other) == [(2, "NOTIFY"), (2, "Description"), (2, "Parameters")]

@@ -65,7 +65,7 @@ def test_deadline_is_not_swallowed_by_clean_html_error_handling(monkeypatch: pyt
             time.sleep(0.1)
         return None
 
-    monkeypatch.setattr(clean_mod.trafilatura, "extract_with_metadata", slow_trafilatura)
+    monkeypatch.setattr(clean_mod.trafilatura, "extract", slow_trafilatura)
     result = process_page(PAGE, URL, max_seconds=0.2)
     assert result.error == "extraction took longer than 0.2 s"
     assert calls == [False]  # neither the recall attempt nor the body fallback ran after the deadline
