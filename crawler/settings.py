@@ -74,7 +74,7 @@ ITEM_PIPELINES = {
 
 # Where pages go when the crawl is started with `scrapy crawl urls` from the repository root.
 WEBQA_DB = _defaults.DB
-WEBQA_EXTRACT_TIMEOUT = _defaults.EXTRACT_TIMEOUT
+WEBQA_EXTRACT_TIMEOUT = _defaults.EXTRACT_TIMEOUT  # seconds of CPU time per page, not wall time
 WEBQA_CHUNK_TOKENS = _defaults.CHUNK_TOKENS
 WEBQA_CHUNK_OVERLAP = _defaults.CHUNK_OVERLAP
 # A host asking for more than this many seconds between requests is skipped, not crawled for hours.

@@ -23,7 +23,8 @@ MAX_CRAWL_DELAY = 30.0
 # Chunk size and the overlap between consecutive pieces of one section, in estimated tokens.
 CHUNK_TOKENS = 350
 CHUNK_OVERLAP = 40
-# Seconds one page may spend in trafilatura and the chunker before it is recorded as failed.
+# Seconds of CPU time (not wall time: a busy machine does not count against a page) one page may
+# spend in trafilatura and the chunker before it is recorded as failed.
 EXTRACT_TIMEOUT = 10.0
 
 # Selection, the same for `webqa run` (a job's selection:), `webqa ask` and `webqa eval`.

@@ -30,13 +30,13 @@ class _ExtractionTimeout(BaseException):
     bad pages, and must not swallow the deadline."""
 
 
-def _can_use_alarm(max_seconds: float) -> bool:
+def _can_use_cpu_timer(max_seconds: float) -> bool:
     # Signal handlers can only be installed from the main thread of the main interpreter;
     # ProcessPoolExecutor workers run their tasks there, threads do not.
     return (
         max_seconds > 0
         and hasattr(signal, "setitimer")
-        and hasattr(signal, "SIGALRM")
+        and hasattr(signal, "SIGPROF")
         and threading.current_thread() is threading.main_thread()
     )
 
@@ -55,18 +55,23 @@ def process_page(
 ) -> PageResult:
     """Clean ``html`` and split it into chunks.
 
-    The deadline is enforced with ``ITIMER_REAL``/SIGALRM when called from a main thread
-    (the previous handler and any outer timer are restored afterwards); elsewhere the work
-    just runs unbounded. SIGALRM is only acted upon between Python bytecodes, so a single
-    long C call inside lxml can overrun the deadline until it returns.
+    ``max_seconds`` is CPU time (user + system) of this process, not wall time: a page
+    slowed by other processes on a loaded machine is not cut off, one that burns CPU
+    (regex backtracking, a huge DOM) is. It is enforced with ``ITIMER_PROF``/SIGPROF when
+    called from a main thread (the previous handler and any outer timer are restored
+    afterwards); elsewhere the work just runs unbounded. SIGPROF is only acted upon between
+    Python bytecodes, so a single long C call inside lxml can overrun the deadline until it
+    returns; a worker stuck without using CPU is left to the pool's wall-clock backstop
+    (``pipelines/extraction.py``).
     """
     start = time.perf_counter()
+    cpu_start = time.process_time()  # what ITIMER_PROF counts: this process's user + system time
     clean: CleanResult | None = None
-    use_alarm = _can_use_alarm(max_seconds)
+    use_timer = _can_use_cpu_timer(max_seconds)
     armed = [False]
 
-    def on_alarm(signum: int, frame: FrameType | None) -> None:
-        # Ignore an alarm delivered after the work finished but before we disarmed.
+    def on_deadline(signum: int, frame: FrameType | None) -> None:
+        # Ignore a signal delivered after the work finished but before we disarmed.
         if armed[0]:
             armed[0] = False
             raise _ExtractionTimeout
@@ -76,27 +81,27 @@ def process_page(
     installed = [False]
 
     def restore() -> None:
-        """Idempotent: called again from the handlers in case the alarm cut it short."""
+        """Idempotent: called again from the handlers in case the signal cut it short."""
         armed[0] = False
         if not installed[0]:
             return
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.setitimer(signal.ITIMER_PROF, 0)
         # None means the old handler was installed from C; the default is the best we can do.
-        signal.signal(signal.SIGALRM, previous_handler if previous_handler is not None else signal.SIG_DFL)  # type: ignore[arg-type]
+        signal.signal(signal.SIGPROF, previous_handler if previous_handler is not None else signal.SIG_DFL)  # type: ignore[arg-type]
         remaining, interval = previous_timer
         if remaining > 0:
-            # Someone else's timer was running: give it back what is left of it.
-            left = remaining - (time.perf_counter() - start)
-            signal.setitimer(signal.ITIMER_REAL, max(left, 1e-3), interval)
+            # Someone else's timer (a sampling profiler) was running: give it back what is left of it.
+            left = remaining - (time.process_time() - cpu_start)
+            signal.setitimer(signal.ITIMER_PROF, max(left, 1e-3), interval)
         installed[0] = False
 
     try:
         try:
-            if use_alarm:
-                previous_handler = signal.signal(signal.SIGALRM, on_alarm)
+            if use_timer:
+                previous_handler = signal.signal(signal.SIGPROF, on_deadline)
                 installed[0] = True
                 armed[0] = True
-                previous_timer = signal.setitimer(signal.ITIMER_REAL, max_seconds)
+                previous_timer = signal.setitimer(signal.ITIMER_PROF, max_seconds)
             clean = clean_html(html, url)
             chunks = split_by_headings(clean.xml, url, max_tokens=max_tokens, overlap_tokens=overlap_tokens)
         finally:
@@ -106,7 +111,7 @@ def process_page(
         return PageResult(
             clean=clean,
             chunks=[],
-            error=f"extraction took longer than {_format_seconds(max_seconds)} s",
+            error=f"extraction used more than {_format_seconds(max_seconds)} s of CPU",
             seconds=time.perf_counter() - start,
         )
     except Exception as err:

@@ -78,8 +78,12 @@ def quiet_resource_tracker() -> None:
 
 
 class ExtractionPipeline:
-    # How long past its own deadline a worker may take before it counts as hung (C code that does
-    # not return to Python, where SIGALRM cannot reach it).
+    # A page's worker counts as hung after backstop_factor * max_seconds + backstop_seconds of wall
+    # time: stuck without using CPU, or in one long C call, where its CPU deadline (SIGPROF) cannot
+    # reach it. Generous on purpose, as max_seconds is CPU time: the factor of 10 lets a page spend its
+    # whole CPU budget on a tenth of a core (load 20 on 2 cores, when cron jobs collide) before a kill,
+    # and the constant covers a cold worker's start-up; a hung worker only costs its slot for longer.
+    backstop_factor = 10.0
     backstop_seconds = 30.0
 
     def __init__(self, crawler: Crawler, workers: int, max_seconds: float, max_tokens: int, overlap_tokens: int) -> None:
@@ -173,10 +177,11 @@ class ExtractionPipeline:
             pool = self.pool
             assert pool is not None
             try:
-                # The worker bounds itself with SIGALRM; the outer wait is a backstop for C code that
-                # does not return to Python in time.
+                # The worker bounds its CPU time with SIGPROF; the outer wall-clock wait is a backstop
+                # for a worker that is stuck (see backstop_factor).
                 result: PageResult = await asyncio.wait_for(
-                    loop.run_in_executor(pool, work), timeout=self.max_seconds + self.backstop_seconds
+                    loop.run_in_executor(pool, work),
+                    timeout=self.backstop_factor * self.max_seconds + self.backstop_seconds,
                 )
                 break
             except asyncio.TimeoutError:

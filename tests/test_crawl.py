@@ -579,11 +579,12 @@ def test_extraction_pool_survives_a_dying_worker(monkeypatch: pytest.MonkeyPatch
 def test_extraction_pool_kills_a_hung_worker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(extraction, "process_page", process_page_or_die)
     # 4 s in all for a page: the page after the hung one starts a fresh worker process within its own
-    # time, which takes over a second when other work shares the 2 cores.
+    # time, which takes over a second when other work shares the 2 cores. The hung worker sleeps: it
+    # uses no CPU, so only this wall-clock backstop can end it.
     pipeline = extraction.ExtractionPipeline(
         SimpleNamespace(stats=None), workers=1, max_seconds=2, max_tokens=350, overlap_tokens=40  # type: ignore[arg-type]
     )
-    pipeline.backstop_seconds = 2
+    pipeline.backstop_factor, pipeline.backstop_seconds = 1, 2
     pid_file = tmp_path / "hung.pid"
 
     started = time.monotonic()
@@ -633,12 +634,14 @@ def process_page_slowly(html: str, url: str, **kwargs: Any) -> Any:
 
 def test_pages_queued_for_a_worker_are_not_timed_out(monkeypatch: pytest.MonkeyPatch) -> None:
     # Each page takes 1 s and may take 1 s + 2 s: 2 s to spare for a loaded machine. With one worker
-    # the sixth page waits 5 s for its turn. Only its own run time may count against it.
+    # the sixth page waits 5 s for its turn. Only its own run time may count against it. The pages
+    # sleep rather than compute: this is about the wall-clock backstop, and a sleep's wall time does
+    # not depend on the machine's load.
     monkeypatch.setattr(extraction, "process_page", process_page_slowly)
     pipeline = extraction.ExtractionPipeline(
         SimpleNamespace(stats=None), workers=1, max_seconds=1, max_tokens=350, overlap_tokens=40  # type: ignore[arg-type]
     )
-    pipeline.backstop_seconds = 2
+    pipeline.backstop_factor, pipeline.backstop_seconds = 1, 2
     items = [fetched_page(f"http://127.0.0.1/p{i}.html", page(f"Page {i}") + SLOW_MARKER) for i in range(6)]
 
     async def all_at_once() -> list[Any]:

@@ -19,11 +19,17 @@ PAGE = (Path(__file__).parent / "pages" / "sphinx_like.html").read_text(encoding
 URL = "https://docs.example.org/guide.html"
 
 
+def _burn_cpu(seconds: float) -> None:
+    """Busy-loop for ``seconds`` of this process's CPU time: the deadline counts CPU, so a
+    page that is slow by computing must compute (time.sleep uses none). The SIGPROF handler
+    runs between the loop's bytecodes, as it would in a slow pure-Python extraction."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
 def _slow_clean(html: str, url: str | None = None, **kwargs: object) -> object:
-    # Many short sleeps: the SIGALRM handler runs between them (as it would between
-    # bytecodes of a slow pure-Python extraction).
-    for _ in range(300):
-        time.sleep(0.1)
+    _burn_cpu(30)
     raise AssertionError("the deadline should have stopped this")
 
 
@@ -45,11 +51,26 @@ def test_token_options_are_passed_through() -> None:
 
 def test_slow_extraction_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(extract_mod, "clean_html", _slow_clean)
+    cpu = time.process_time()
     result = process_page(PAGE, URL, max_seconds=0.2)
-    assert result.error == "extraction took longer than 0.2 s"
+    assert result.error == "extraction used more than 0.2 s of CPU"
     assert result.chunks == []
     assert result.clean is None
-    assert result.seconds < 10  # cut off, not run to the end (30 s)
+    assert time.process_time() - cpu < 10  # cut off, not run to the end (30 s of CPU)
+
+
+def test_waiting_page_is_not_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Wall time passing without this process computing (as on a machine busy with other
+    # processes) does not count against the page: only its own CPU time does.
+    def sleepy(html: str, url: str | None = None, **kwargs: object) -> object:
+        time.sleep(0.5)
+        return real(html, url)
+
+    real = extract_mod.clean_html
+    monkeypatch.setattr(extract_mod, "clean_html", sleepy)
+    result = process_page(PAGE, URL, max_seconds=0.2)
+    assert result.error is None and result.chunks
+    assert result.seconds >= 0.5  # past the deadline in wall time
 
 
 def test_deadline_is_not_swallowed_by_clean_html_error_handling(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,13 +82,12 @@ def test_deadline_is_not_swallowed_by_clean_html_error_handling(monkeypatch: pyt
 
     def slow_trafilatura(tree: object, **kwargs: object) -> object:
         calls.append(bool(kwargs.get("favor_recall")))
-        for _ in range(300):
-            time.sleep(0.1)
+        _burn_cpu(30)
         return None
 
     monkeypatch.setattr(clean_mod.trafilatura, "extract", slow_trafilatura)
     result = process_page(PAGE, URL, max_seconds=0.2)
-    assert result.error == "extraction took longer than 0.2 s"
+    assert result.error == "extraction used more than 0.2 s of CPU"
     assert calls == [False]  # neither the recall attempt nor the body fallback ran after the deadline
 
 
@@ -77,31 +97,34 @@ def test_deadline_restores_previous_handler_and_timer(monkeypatch: pytest.Monkey
     def outer(signum: int, frame: FrameType | None) -> None:
         fired.append(signum)
 
-    previous = signal.signal(signal.SIGALRM, outer)
-    # pytest-timeout (signal method) may have its own timer running: put it back afterwards.
-    previous_timer = signal.setitimer(signal.ITIMER_REAL, 30.0)
+    # A sampling profiler's handler and CPU timer, say; pytest-timeout's SIGALRM is not touched.
+    alarm_handler, alarm_timer = signal.getsignal(signal.SIGALRM), signal.getitimer(signal.ITIMER_REAL)
+    previous = signal.signal(signal.SIGPROF, outer)
+    previous_timer = signal.setitimer(signal.ITIMER_PROF, 30.0)
     try:
         monkeypatch.setattr(extract_mod, "clean_html", _slow_clean)
         assert process_page(PAGE, URL, max_seconds=0.1).error is not None
-        assert signal.getsignal(signal.SIGALRM) is outer
-        remaining, _ = signal.getitimer(signal.ITIMER_REAL)
-        assert 20.0 < remaining <= 30.0  # the outer timer is running again, minus time spent
+        assert signal.getsignal(signal.SIGPROF) is outer
+        remaining, _ = signal.getitimer(signal.ITIMER_PROF)
+        assert 20.0 < remaining <= 30.0  # the outer timer is running again, minus CPU spent
         assert fired == []
+        assert signal.getsignal(signal.SIGALRM) is alarm_handler
+        assert (signal.getitimer(signal.ITIMER_REAL)[0] > 0) == (alarm_timer[0] > 0)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, *previous_timer)
-        signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_PROF, *previous_timer)
+        signal.signal(signal.SIGPROF, previous)
 
 
 def test_no_timer_left_behind_after_success() -> None:
-    before = signal.getsignal(signal.SIGALRM)
-    outer_remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+    before = signal.getsignal(signal.SIGPROF)
+    outer_remaining, _ = signal.getitimer(signal.ITIMER_PROF)
     process_page(PAGE, URL, max_seconds=5)
-    remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+    remaining, _ = signal.getitimer(signal.ITIMER_PROF)
     if outer_remaining == 0:
         assert remaining == 0  # our 5 s timer is gone
     else:
-        assert 0 < remaining <= outer_remaining  # the outer one (pytest-timeout) keeps running
-    assert signal.getsignal(signal.SIGALRM) is before
+        assert 0 < remaining <= outer_remaining  # an outer one (a profiler) keeps running
+    assert signal.getsignal(signal.SIGPROF) is before
 
 
 def test_exceptions_become_errors(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -126,7 +149,7 @@ def test_error_in_chunking_keeps_clean_result(monkeypatch: pytest.MonkeyPatch) -
 
 def test_outside_main_thread_runs_without_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     def slowish(html: str, url: str | None = None, **kwargs: object) -> object:
-        time.sleep(0.3)
+        _burn_cpu(0.3)
         return real(html, url)
 
     real = extract_mod.clean_html
