@@ -129,6 +129,14 @@ def heading_vectors(conn: Any, embedder: Any, model: str) -> dict[str, list[floa
     return out
 
 
+def _section_neighbours(conn: Any, lead: Any) -> list[tuple[Any, ...]]:
+    """The chunks right before and after ``lead`` in its page, under the same heading path."""
+    return conn.execute(
+        "SELECT chunk_id, url, heading_path, text, token_estimate, ordinal FROM chunks "
+        "WHERE url = ? AND heading_path = ? AND ordinal IN (?, ?) ORDER BY ordinal",
+        [lead.url, lead.heading, lead.ordinal - 1, lead.ordinal + 1]).fetchall()
+
+
 def with_neighbours(conn: Any, candidates: Sequence[Any], top: int) -> list[Any]:
     """Candidates with the same-section neighbours (ordinal ± 1, same url and heading path) of the top
     ``top`` chunks placed right after them (at their rank); ``top`` 0: neighbours of every chunk go last,
@@ -140,10 +148,7 @@ def with_neighbours(conn: Any, candidates: Sequence[Any], top: int) -> list[Any]
     leads = list(candidates[:top]) if top else list(candidates)
     extra: dict[str, list[Any]] = {}
     for lead in leads:
-        rows = conn.execute(
-            "SELECT chunk_id, url, heading_path, text, token_estimate, ordinal FROM chunks "
-            "WHERE url = ? AND heading_path = ? AND ordinal IN (?, ?) ORDER BY ordinal",
-            [lead.url, lead.heading, lead.ordinal - 1, lead.ordinal + 1]).fetchall()
+        rows = _section_neighbours(conn, lead)
         found = []
         for cid, url, heading, text, tokens, ordinal in rows:
             if cid in present:
@@ -188,10 +193,7 @@ def neighbours_first(conn: Any, candidates: Sequence[Any], top: int) -> list[Any
     ranked = {c.chunk_id: c for c in candidates}
     added: dict[str, list[Any]] = {}
     for lead in leads:
-        rows = conn.execute(
-            "SELECT chunk_id, url, heading_path, text, token_estimate, ordinal FROM chunks "
-            "WHERE url = ? AND heading_path = ? AND ordinal IN (?, ?) ORDER BY ordinal",
-            [lead.url, lead.heading, lead.ordinal - 1, lead.ordinal + 1]).fetchall()
+        rows = _section_neighbours(conn, lead)
         found = []
         for cid, url, heading, text, tokens, ordinal in rows:
             if cid not in taken:
