@@ -426,8 +426,8 @@ def vectors(db: Path, repeat: int, efs: Sequence[int], prefilters: Sequence[int]
     Latency: the 30 benchmark questions, each the median of ``repeat`` runs. Rankings: those and the dev
     set's answerable questions (bm25 on their text; the query vectors are the bench's hashed ones).
     """
-    from jobs.select import _EMBEDDING_RESULT, EMBEDDING_SQL, WINDOWS_PER_DOC, Selector, _unit_length, pack
-    from pipelines.schema import unit_vectors_table
+    from jobs.select import Selector, _unit_length, pack
+    from pipelines.vectors import _EMBEDDING_RESULT, EMBEDDING_SQL, WINDOWS_PER_DOC, unit_vectors_table
     from pipelines.store import Store
 
     sql_selector, prefilter_selector = _selector_classes()
@@ -597,9 +597,8 @@ top AS (
 
 def _selector_classes() -> tuple[type, type]:
     """The Selector subclasses the vectors child compares (defined here: jobs.select is imported lazily)."""
-    from jobs.select import (EMBEDDING_SQL, WINDOWS_PER_DOC, Candidate, Selector, _matched_stems, _stems,
-                             _unit_length)
-    from pipelines.schema import unit_vectors_table
+    from jobs.select import Candidate, Selector, _matched_stems, _stems, _unit_length
+    from pipelines.vectors import EMBEDDING_SQL, WINDOWS_PER_DOC, unit_vectors_table
 
     class SqlEmbeddingSelector(Selector):
         """The product's Selector whose embedding list comes from another SQL statement (an approximate one)."""
