@@ -274,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.exit(f"{kind.db} does not exist: run benchmarks/bench_recall.py --devset {args.devset} first")
     from jobs.llm import OllamaClient, OllamaSettings
     from jobs.select import Selector
-    from pipelines.store import RunStore
+    from jobs.runstore import RunStore
 
     netloc, _stored, _ = br.stored_netloc(kind.db)
     devset = br.load_devset(netloc)

@@ -765,7 +765,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         selector = _CachedSelector(selector)
         figures["packing"] = {"top_k": packing.top_k, "token_budget": packing.token_budget,
                               "retry_factor": packing.retry_factor}
-        funnels = evaluate(selector, conn, devset.questions, methods, packing)
+        funnels = evaluate(selector, store, devset.questions, methods, packing)
         figures["evaluate_seconds"] = round(time.perf_counter() - t0, 1)
         corrected = correct_in_html(conn, funnels)
         if corrected:
@@ -782,7 +782,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         widened = [q for q in devset.questions if q.also_urls]
         strict_funnels = funnels
         if widened:
-            strict = {f.question.id: f for f in evaluate(selector, conn, [replace(q, also_urls=()) for q in widened], methods)}
+            strict = {f.question.id: f for f in evaluate(selector, store, [replace(q, also_urls=()) for q in widened], methods)}
             strict_funnels = [strict.get(f.question.id, f) for f in funnels]
         strict_summary = summarise(strict_funnels, methods)
 
@@ -831,7 +831,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for spec in args.sweep.split(","):
                 top_k, budget = (int(x) for x in spec.split(":"))
                 other = Packing(top_k=top_k, token_budget=budget, merge=merge)
-                result = headline(evaluate(selector, conn, devset.questions, methods, other), methods)
+                result = headline(evaluate(selector, store, devset.questions, methods, other), methods)
                 sweep[spec] = result
                 for m in methods:
                     c, t = result["check"][m], result["tune"][m]
