@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from contextlib import AbstractContextManager
 from types import FrameType
 from typing import Any
 
@@ -21,14 +20,14 @@ from scrapy.crawler import Crawler, CrawlerProcess
 from scrapy.utils.defer import deferred_from_coro
 
 from crawler.closespider import release_queued_requests
-from pipelines.signals import stop_signals
+from pipelines.signals import StopSignalScope
 
 log = logging.getLogger(__name__)
 
 INTERRUPTED_REASON = "not fetched: the crawl was interrupted"
 
 
-class GracefulShutdown:
+class GracefulShutdown(StopSignalScope):
     """Installed in the main thread from the start of a crawl; ``attach`` names the process once it exists.
 
     A signal before the reactor runs is noted (``signal_name``): the caller then does not start the crawl.
@@ -43,22 +42,11 @@ class GracefulShutdown:
         self.crawler: Crawler | None = None
         self.signal_name: str | None = None  # the first signal received, e.g. "SIGTERM"
         self.immediate = False  # a second signal came
-        self._installed: AbstractContextManager[None] | None = None
         self._polls = 0
 
     def attach(self, process: CrawlerProcess, crawler: Crawler) -> None:
         self.process = process
         self.crawler = crawler
-
-    def __enter__(self) -> GracefulShutdown:
-        self._installed = stop_signals(self._handle)
-        self._installed.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._installed is not None:
-            self._installed.__exit__(None, None, None)
-            self._installed = None
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         from twisted.internet import reactor

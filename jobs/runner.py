@@ -41,7 +41,7 @@ from jobs.report import answer_row_json, outcome_json, write_csv, write_jsonl_li
 from jobs.rerank import RerankSettings
 from jobs.session import open_session
 from crawler.run import SHOWN_FAILURES
-from pipelines.signals import stop_signals
+from pipelines.signals import StopSignalScope, stop_signals
 from jobs.runstore import IN_PROGRESS, RunStore
 
 log = logging.getLogger(__name__)
@@ -209,7 +209,7 @@ def _stop_after_current(flag: threading.Event) -> AbstractContextManager[None]:
     return stop_signals(handler)
 
 
-class RunSignals:
+class RunSignals(StopSignalScope):
     """SIGINT/SIGTERM for the whole run, between the two phases that stop gracefully on their own.
 
     The crawl (crawler/shutdown.py) and the question loop (``_stop_after_current``) install handlers of
@@ -223,17 +223,6 @@ class RunSignals:
         self.received: str | None = None  # the first signal, e.g. "SIGTERM"
         self.count = 0
         self.started = False  # the run row exists: note the first signal instead of stopping at once
-        self._installed: AbstractContextManager[None] | None = None
-
-    def __enter__(self) -> RunSignals:
-        self._installed = stop_signals(self._handle)
-        self._installed.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._installed is not None:
-            self._installed.__exit__(None, None, None)
-            self._installed = None
 
     def _handle(self, signum: int, _frame: Any) -> None:
         self.count += 1

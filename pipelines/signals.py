@@ -10,8 +10,9 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from types import FrameType
+from typing import Self
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -29,3 +30,22 @@ def stop_signals(handler: Handler) -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+class StopSignalScope:
+    """Base for an object whose ``_handle`` is the stop-signal handler while it is entered (``with``)."""
+
+    _installed: AbstractContextManager[None] | None = None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self._installed = stop_signals(self._handle)
+        self._installed.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed is not None:
+            self._installed.__exit__(None, None, None)
+            self._installed = None
