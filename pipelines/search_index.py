@@ -59,33 +59,40 @@ def tokenize(text: str) -> str:
 
 
 def terms(words: str) -> str:
-    """SQL: the BM25 terms of the rows of ``words`` (a query with a column ``w``, other columns kept):
-    empty words and stop words leave before Porter stemming (``stem`` comes from the fts extension)."""
-    return (f"SELECT * REPLACE (stem(w, 'porter') AS w) FROM ({words}) "
+    """SQL: the rows of ``words`` (a query with a column ``w``, other columns kept) that are BM25 words, with
+    their Porter stem as ``term``: empty words and stop words leave before stemming (``stem`` comes from the
+    fts extension)."""
+    return (f"SELECT *, stem(w, 'porter') AS term FROM ({words}) "
             "WHERE len(w) > 0 AND w NOT IN (SELECT sw FROM fts_stopwords)")
 
 
 # Chunks are indexed in three statements: their terms into a temporary table, their docs (numbered from
 # ``$base``), their postings.
 # The chunks indexed: every stored chunk (a full build), or (page writes) the rows just written, bound as
-# one list per column, so indexing a page never scans the chunks table.
+# one list per column (into a temporary table), so indexing a page never scans the chunks table.
 ALL_CHUNKS = "chunks"
 BOUND_CHUNKS = """(SELECT unnest($chunk_id) AS chunk_id, unnest($url) AS url, unnest($ordinal)::INTEGER AS ordinal,
     unnest($heading)::VARCHAR AS heading_path, unnest($text)::VARCHAR AS text, unnest($key) AS embed_key)"""
 
 
 def index_terms(source: str) -> str:
-    """SQL: the terms of the chunks of ``source`` (ALL_CHUNKS or BOUND_CHUNKS) into a temporary table."""
+    """SQL: the terms of the chunks of ``source`` (ALL_CHUNKS, or a table of BOUND_CHUNKS) into a temporary table."""
     words = f"""
     SELECT chunk_id, 0 AS field, unnest({tokenize("heading_path")}) AS w FROM {source}
     UNION ALL
     SELECT chunk_id, 1 AS field, unnest({tokenize("text")}) AS w FROM {source}"""
+    # Words are counted per chunk first and each distinct word of the batch stemmed once: chunks repeat
+    # their words, and stemming every occurrence was a large share of a page write.
     return f"""
 CREATE OR REPLACE TEMP TABLE index_terms AS
-SELECT chunk_id, w AS term, count(*) FILTER (WHERE field = 0)::INTEGER AS tf_heading,
-       count(*) FILTER (WHERE field = 1)::INTEGER AS tf_text
-FROM ({terms(words)})
-GROUP BY chunk_id, w
+WITH counted AS (
+    SELECT chunk_id, w, count(*) FILTER (WHERE field = 0) AS tf_heading, count(*) FILTER (WHERE field = 1) AS tf_text
+    FROM ({words}) GROUP BY chunk_id, w
+),
+stems AS ({terms("SELECT DISTINCT w FROM counted")})
+SELECT chunk_id, term, sum(tf_heading)::INTEGER AS tf_heading, sum(tf_text)::INTEGER AS tf_text
+FROM counted JOIN stems USING (w)
+GROUP BY chunk_id, term
 """
 
 
@@ -132,7 +139,7 @@ BM25_SQL = f"""
 WITH words AS (SELECT unnest({tokenize("$q")}) AS w),
 -- Stop words leave the question before stemming, as they left the text when it was indexed: match_bm25
 -- stems them too, and "are" became "ar", matching every AR and ARFLAGS of the sysconfig page.
-tokens AS (SELECT DISTINCT w AS term FROM ({terms("SELECT w FROM words")})),
+tokens AS (SELECT DISTINCT term FROM ({terms("SELECT w FROM words")})),
 hits AS MATERIALIZED (
     SELECT p.term, p.doc, p.tf_heading, p.tf_text, p.len FROM bm25_postings p WHERE p.term IN (SELECT term FROM tokens)
 ),
@@ -200,15 +207,19 @@ def index_pages(conn: duckdb.DuckDBPyConnection, urls: Sequence[str] | None, row
     row = conn.execute(NEXT_DOC_BASE).fetchone()
     base = int(row[0]) if row else 0
     if urls is None:
-        source, bound = ALL_CHUNKS, {}
+        source = ALL_CHUNKS
     else:
-        source = BOUND_CHUNKS
-        bound = {name: [r[i] for r in rows] for name, i in
-                 (("chunk_id", 0), ("url", 1), ("ordinal", 2), ("heading", 3), ("text", 4), ("key", 7))}
-    conn.execute(index_terms(source), bound)
-    conn.execute(index_docs(source), {**bound, "base": base})
+        # The rows are bound once, into a temporary table both statements below read: binding a batch's
+        # texts costs as much as tokenising them.
+        source = "temp.index_chunks"
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE index_chunks AS SELECT * FROM {BOUND_CHUNKS}", {
+            name: [r[i] for r in rows] for name, i in
+            (("chunk_id", 0), ("url", 1), ("ordinal", 2), ("heading", 3), ("text", 4), ("key", 7))})
+    conn.execute(index_terms(source))
+    conn.execute(index_docs(source), {"base": base})
     conn.execute(INDEX_POSTINGS, {"base": base})
     conn.execute(DROP_INDEX_TERMS)
+    conn.execute("DROP TABLE IF EXISTS temp.index_chunks")
     if urls is not None:
         vectors.index_docs_above(conn, base)
 
