@@ -132,6 +132,15 @@ class Store:
     def close(self) -> None:
         self.conn.close()
 
+    def set_threads(self, threads: int | None) -> None:
+        """Run the database's statements on at most ``threads`` threads (None: DuckDB's default, one per core).
+
+        The crawl writes on one thread while its extraction workers keep every core busy: DuckDB's extra
+        threads then only compete with them, and cost more CPU per write than they save (BENCHMARKS.md).
+        The setting is the whole database instance's, so the crawl gives it back when it ends.
+        """
+        self.conn.execute("RESET threads" if threads is None else f"SET threads = {int(threads)}")
+
     def __enter__(self) -> Store:
         return self
 

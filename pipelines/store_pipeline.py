@@ -89,6 +89,7 @@ class StorePipeline:
 
     def open_spider(self) -> None:
         self.store = Store.open(self.db_path)
+        self.store.set_threads(1)
         # Every URL given counts as requested, the invalid and duplicate ones included (they are logged).
         spider = self.crawler.spider
         requested = len(getattr(spider, "listed", ())) + len(getattr(spider, "problems", ()))
@@ -135,6 +136,7 @@ class StorePipeline:
             self._failed(exc, stop=False)  # the run keeps its 'running' row; the next crawl marks it 'killed'
         finally:
             try:
+                self.store.set_threads(None)  # `webqa run` answers on the same database in this process
                 self.store.close()
             except STORAGE_ERRORS as exc:
                 self._failed(exc, stop=False)
