@@ -51,6 +51,8 @@ HTML_TYPES = ("text/html", "application/xhtml+xml")
 # What scrapy's LinkExtractor lets through (scrapy.linkextractors._is_valid_url; its deny_extensions default).
 _LINK_SCHEMES = frozenset({"http", "https", "file", "ftp"})
 _IGNORED_EXTENSIONS = {"." + e for e in IGNORED_EXTENSIONS}
+# Link targets the spider remembers between pages (each a few hundred bytes).
+_RESOLVED_LINKS_KEPT = 50_000
 # Every status reaches `parse` so it is recorded; redirects (3xx but 304) stay with RedirectMiddleware,
 # which `handle_httpstatus_all` would switch off.
 HANDLED_STATUSES = [304, *range(400, 600)]
@@ -107,6 +109,8 @@ class UrlsSpider(scrapy.Spider):
         self.seen: set[str] = set()
         # url → link depth of every URL this crawl reached (requested or fresh): the job's pages.
         self.reached: dict[str, int] = {}
+        # Link targets resolved so far (see _resolve_link).
+        self._resolved: dict[tuple[str, ...], tuple[str, str | None, str] | None] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> UrlsSpider:
@@ -263,21 +267,42 @@ class UrlsSpider(scrapy.Spider):
             if target in hrefs:
                 continue
             hrefs.add(target)
-            try:
-                url = urljoin(response.url, safe_url_string(urljoin(base_url, href), encoding=response.encoding))
-            except ValueError:
+            resolved = self._resolve_link(response.url, urljoin(base_url, href), response.encoding)
+            if resolved is None:
                 continue
-            key = canonicalize_url(url, keep_fragments=True)
+            key, normalised, link_host = resolved
             if key in canonical:
                 continue
             canonical.add(key)
-            parsed = urlparse(url)
-            if url.split("://", 1)[0] not in _LINK_SCHEMES or url_has_any_extension(parsed, _IGNORED_EXTENSIONS):
-                continue
-            normalised, _reason = normalise_url(url)
-            if normalised is not None and _hostname(normalised) == host:
+            if normalised is not None and link_host == host:
                 links[normalised] = None
         return list(links)
+
+    def _resolve_link(self, page_url: str, joined: str, encoding: str) -> tuple[str, str | None, str] | None:
+        """(canonical key, normalised URL or None when not followable, its host) of a link joined with the
+        page's base URL; None when it is no URL at all.
+
+        Remembered for the crawl: the pages of a site link to the same targets (navigation, index,
+        neighbours), and making one safe, canonical and normalised costs more than the rest of a link.
+        """
+        absolute = "://" in joined  # the page's own URL only matters to a link still relative after the base
+        cache_key = (joined, encoding) if absolute else (page_url, joined, encoding)
+        if cache_key in self._resolved:
+            return self._resolved[cache_key]
+        try:
+            url = urljoin(page_url, safe_url_string(joined, encoding=encoding))
+        except ValueError:
+            resolved = None
+        else:
+            normalised: str | None = None
+            if url.split("://", 1)[0] in _LINK_SCHEMES and not url_has_any_extension(urlparse(url), _IGNORED_EXTENSIONS):
+                normalised, _reason = normalise_url(url)
+            resolved = (canonicalize_url(url, keep_fragments=True), normalised,
+                        _hostname(normalised) if normalised is not None else "")
+        if len(self._resolved) >= _RESOLVED_LINKS_KEPT:
+            self._resolved.clear()  # a crawl of many sites: start over rather than grow without bound
+        self._resolved[cache_key] = resolved
+        return resolved
 
     def _follow_stored(self, url: str, depth: int) -> Iterator[scrapy.Request]:
         # Stored links are same-host already (to the page's final host, which a 304 or a fresh page
