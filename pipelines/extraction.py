@@ -120,6 +120,9 @@ class ExtractionPipeline:
         # forkserver: forking the crawling process itself would copy the reactor and its threads.
         context = multiprocessing.get_context("forkserver")
         quiet_resource_tracker()
+        # Each worker then forks from a forkserver that imported the extraction code once, instead of
+        # importing trafilatura, lxml and this module itself at its start (the pool starts with the crawl).
+        context.set_forkserver_preload([__name__])
         if self._lifeline_reader is None:
             self._lifeline_reader, self._lifeline = context.Pipe(duplex=False)
         return ProcessPoolExecutor(
