@@ -126,7 +126,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from jobs import llm  # Ollama's defaults for `ask`; not at the top, so importing the CLI stays cheap
+    from jobs import llm_defaults as llm  # Ollama's defaults for `ask`, without importing the client
 
     parser = argparse.ArgumentParser(
         prog="webqa",

@@ -40,7 +40,7 @@ from pydantic import (
 )
 
 from crawler.urllist import MAX_URL_FILE_BYTES, collect_urls, load_url_file
-from jobs import llm
+from jobs import llm_defaults as llm
 from jobs.config_files import MAX_JOB_BYTES, TOO_LARGE, decode_job, read_job_bytes
 from jobs.config_messages import DURATION_EXAMPLES, JobFileError, did_you_mean, fail, got, job_error, validation_error
 from jobs.config_yaml import MAX_ALIAS_NODES, compose
@@ -73,7 +73,7 @@ __all__ = [
 # Limits (MAX_JOB_BYTES, MAX_ALIAS_NODES) are the file reader's and the YAML reader's, re-exported above.
 MAX_URLS_FILE_BYTES = MAX_URL_FILE_BYTES  # 16 MiB ≈ 200 000 URLs; the same limit as `webqa crawl -i`
 
-# Ollama's defaults are jobs/llm.py's; the names stay here for callers of this module.
+# Ollama's defaults are jobs/llm_defaults.py's; the names stay here for callers of this module.
 DEFAULT_OLLAMA_HOST = llm.DEFAULT_HOST
 DEFAULT_OLLAMA_OPTIONS = llm.DEFAULT_OPTIONS
 # Known Ollama model options, only used to catch typos ("temprature"): an unknown option that is
