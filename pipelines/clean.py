@@ -912,13 +912,13 @@ def garbled_share(text: str, sample: int = 65536) -> float:
     has them at about 1 in 256. Whitespace is not counted.
     """
     text = text[:sample]
-    visible = len("".join(text.split()))  # non-whitespace characters, as str.isspace counts them
-    if not visible:
-        return 0.0
     # Only characters above U+00FF can be garbled: the regex finds them in C, so the Python loop runs over
     # the few a real page has (the loop over all 65,536 characters was 3% of the crawling process's CPU).
     bad = sum(1 for c in _ABOVE_LATIN1.findall(text) if c == "\ufffd" or ord(c) & 0xFF == 0)
-    return bad / visible
+    if not bad:  # most pages: no need to count the visible characters
+        return 0.0
+    visible = len("".join(text.split()))  # non-whitespace characters, as str.isspace counts them
+    return bad / visible if visible else 0.0
 
 
 _ABOVE_LATIN1 = re.compile("[^\x00-\xff]")
