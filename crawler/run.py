@@ -279,6 +279,7 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
         # The CLI installs its own handler with the level the user asked for.
         "LOG_INSTALL_ROOT_HANDLER": False,
         "EXTENSIONS": {
+            **scrapy_defaults.EXTENSIONS,  # replaced as a whole at this priority: keep the project's
             "crawler.progress.ProgressReporter": 500,
             # Same settings; a CLOSESPIDER_TIMEOUT (crawl.max_duration) also drops requests not yet sent.
             "scrapy.extensions.closespider.CloseSpider": None,

@@ -86,5 +86,7 @@ WEBQA_ROBOTS_CACHE_TTL = 24 * 3600
 
 # No interactive console port on machines that run cron jobs.
 TELNETCONSOLE_ENABLED = False
+# Nor a remote control server; leaving it out also spares every crawl's start the import of aiohttp.
+EXTENSIONS = {"scrapy.extensions.remote_control.RemoteControl": None}
 # Our own summary line replaces Scrapy's INFO chatter; `webqa -v` turns it back on.
 LOG_LEVEL = "INFO"

@@ -77,6 +77,18 @@ def quiet_resource_tracker() -> None:
         sys.warnoptions.append(_TRACKER_WARNINGS)
 
 
+def _ready() -> None:
+    """A task that does nothing: submitted once per worker so that the pool starts them (see open_spider)."""
+
+
+def _start_workers(pool: ProcessPoolExecutor, workers: int) -> None:
+    try:
+        for _ in range(workers):
+            pool.submit(_ready)
+    except Exception as exc:  # the crawl ended first, or the pool broke: the first page's submit will say so
+        log.debug("Starting the extraction workers early failed: %r", exc)
+
+
 class ExtractionPipeline:
     # A page's worker counts as hung after backstop_factor * max_seconds + backstop_seconds of wall
     # time: stuck without using CPU, or in one long C call, where its CPU deadline (SIGPROF) cannot
@@ -115,6 +127,11 @@ class ExtractionPipeline:
 
     def open_spider(self) -> None:
         self.pool = self._new_pool()
+        # The workers start while Scrapy fetches robots.txt, on a thread of their own: starting the forkserver
+        # (which imports the extraction code) and forking from it would otherwise hold up the reactor at the
+        # first page.
+        threading.Thread(target=_start_workers, args=(self.pool, self.workers), name="webqa-extract-start",
+                         daemon=True).start()
 
     def _new_pool(self) -> ProcessPoolExecutor:
         # forkserver: forking the crawling process itself would copy the reactor and its threads.
