@@ -695,10 +695,21 @@ class _Frame:
 
 
 def _walk(root: etree._Element) -> list[Block]:
+    # <lb> tails get the line break for the walk and their own value back afterwards, so walking leaves
+    # the tree as it was and needs no copy of it.
+    breaks = [(lb, lb.tail) for lb in root.iter("lb")]
+    for lb, tail in breaks:
+        lb.tail = "\n" + (tail or "")
+    try:
+        return _walk_blocks(root)
+    finally:
+        for lb, tail in breaks:
+            lb.tail = tail
+
+
+def _walk_blocks(root: etree._Element) -> list[Block]:
     blocks: list[Block] = []
     groups = iter(range(1 << 62))
-    for lb in root.iter("lb"):
-        lb.tail = "\n" + (lb.tail or "")
 
     def emit_text(frame: _Frame, text: str, kind: str = "paragraph") -> None:
         if not text:
@@ -795,7 +806,7 @@ def xml_blocks(xml: str | etree._Element) -> list[Block]:
         if root is None:
             return []
     else:
-        root = copy(xml)  # _walk annotates <lb> tails
+        root = xml
     return _walk(root)
 
 
@@ -822,6 +833,12 @@ def clean_html(html: str | bytes, url: str | None = None, *, min_chars: int = 50
     ``min_chars`` wins; if none does, the longest text wins (ties go to the earlier
     attempt); "empty" when no attempt produced any text.
     """
+    return clean_page(html, url, min_chars=min_chars)[0]
+
+
+def clean_page(html: str | bytes, url: str | None = None, *, min_chars: int = 500) -> tuple[CleanResult, list[Block]]:
+    """:func:`clean_html`, plus the result's blocks: the same list as ``xml_blocks(result.xml)``, which the
+    chunker needs and which is already at hand here, so the page's XML is not parsed and walked again."""
     if isinstance(html, (bytes, bytearray, memoryview)):
         raw = bytes(html)
         html_bytes = len(raw)
@@ -830,8 +847,8 @@ def clean_html(html: str | bytes, url: str | None = None, *, min_chars: int = 50
         text_in = html if isinstance(html, str) else str(html)
         html_bytes = len(text_in.encode("utf-8", errors="replace"))
 
-    def empty(title: str | None = None, lang: str | None = None) -> CleanResult:
-        return CleanResult("", "", "empty", title, lang, html_bytes, 0)
+    def empty(title: str | None = None, lang: str | None = None) -> tuple[CleanResult, list[Block]]:
+        return CleanResult("", "", "empty", title, lang, html_bytes, 0), []
 
     if not text_in.strip() or _looks_binary(text_in):
         return empty()
@@ -850,7 +867,7 @@ def clean_html(html: str | bytes, url: str | None = None, *, min_chars: int = 50
         LOGGER.debug("page preparation failed on %s: %s", url, err)
         lang, page_title = None, None
 
-    candidates: list[tuple[str, etree._Element, str]] = []
+    candidates: list[tuple[str, etree._Element, str, list[Block]]] = []
     title: str | None = None
     for method in ("main", "recall", "body"):
         try:
@@ -862,25 +879,28 @@ def clean_html(html: str | bytes, url: str | None = None, *, min_chars: int = 50
                 title = title or found_title
             if root is None:
                 continue
-            text = blocks_to_text(xml_blocks(root))
+            # Done before the walk so the blocks are those of the final XML; it moves a heading's level,
+            # never text, so the text that picks the winner is the same.
+            _title_heading_on_top(root, page_title)
+            blocks = xml_blocks(root)
+            text = blocks_to_text(blocks)
         except Exception as err:
             LOGGER.debug("%s extraction failed on %s: %s", method, url, err)
             continue
         if not text:
             continue
-        candidates.append((method, root, text))
+        candidates.append((method, root, text, blocks))
         if len(text) >= min_chars:
             break
 
     title = title or page_title
     if not candidates:
         return empty(title, lang)
-    method, root, text = max(candidates, key=lambda c: len(c[2]))  # max() keeps the first of equals
-    _title_heading_on_top(root, page_title)
+    method, root, text, blocks = max(candidates, key=lambda c: len(c[2]))  # max() keeps the first of equals
     if lang and not root.get("language"):
         root.set("language", lang)
     xml = etree.tostring(root, encoding="unicode")
-    return CleanResult(
+    result = CleanResult(
         xml=xml,
         text=text,
         method=method,
@@ -889,6 +909,7 @@ def clean_html(html: str | bytes, url: str | None = None, *, min_chars: int = 50
         html_bytes=html_bytes,
         text_bytes=len(text.encode("utf-8")),
     )
+    return result, blocks
 
 
 # --------------------------------------------------------------------------- decoding sanity

@@ -9,7 +9,7 @@ import pytest
 from lxml import etree
 
 import pipelines.clean as clean_mod
-from pipelines.clean import CleanResult, clean_heading, clean_html, xml_blocks
+from pipelines.clean import CleanResult, clean_heading, clean_html, clean_page, xml_blocks
 from tests.corpus import CORPUS_DIR, MISSING, has_manual
 
 PAGES = Path(__file__).parent / "pages"
@@ -195,6 +195,21 @@ def test_body_fallback_structures() -> None:
         ("code", "def main():\n    return 1"),
         ("paragraph", "Quoted wisdom."),
     ]
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in PAGES.glob("*.html")))
+def test_clean_page_blocks_are_those_of_the_xml(page: str) -> None:
+    # The chunker takes clean_page's blocks instead of re-reading the XML: they must be the same.
+    result, blocks = clean_page((PAGES / page).read_bytes(), f"https://docs.example.org/{page}")
+    assert result == clean_html((PAGES / page).read_bytes(), f"https://docs.example.org/{page}")
+    assert blocks and blocks == xml_blocks(result.xml)
+
+
+def test_walking_xml_leaves_it_unchanged() -> None:
+    root = etree.fromstring(b"<doc><main><p>one<lb/>two<lb/></p><code>a<lb/>b</code></main></doc>")
+    before = etree.tostring(root)
+    assert [b.text for b in xml_blocks(root)] == ["one two", "a\nb"]
+    assert etree.tostring(root) == before
 
 
 # --------------------------------------------------------------------------- hostile input
