@@ -325,11 +325,12 @@ def _prepare(tree: lxml_html.HtmlElement) -> None:
     for element in tree.xpath("//section[@id] | //div[@id][contains(concat(' ', normalize-space(@class), ' '), ' section ')]"):
         del element.attrib["id"]
     for anchor in list(tree.iter("a")):
-        text = (anchor.text_content() or "").strip()
-        only_glyphs = all(ch in _GLYPHS + "#" for ch in text)
         href = anchor.get("href") or ""
         looks_permalink = href.startswith("#") or bool(_PERMALINK_CLASS.search(anchor.get("class") or ""))
-        if only_glyphs and looks_permalink and anchor.getparent() is not None:
+        if not looks_permalink or anchor.getparent() is None:
+            continue  # the attributes decide most anchors: no need for their text
+        text = (anchor.text_content() or "").strip()
+        if all(ch in _GLYPHS + "#" for ch in text):
             anchor.drop_tree()
     for cell in tree.iter("td", "th"):
         # trafilatura flattens a table nested in a list item into its cells' inline content; without a
@@ -343,8 +344,9 @@ def _prepare(tree: lxml_html.HtmlElement) -> None:
         for br in pre.iter("br"):
             br.tail = "\n" + (br.tail or "")
         code = "".join(pre.itertext())
-        for child in list(pre):
-            pre.remove(child)
+        # Slice deletion removes the children (tails included, as remove() does) without a Python proxy
+        # for each highlighted span.
+        del pre[:]
         pre.text = None
         span = lxml_html.Element("span")
         span.text = code
@@ -874,8 +876,9 @@ def clean_page(html: str | bytes, url: str | None = None, *, min_chars: int = 50
             if method == "body":
                 root = _body_xml(tree, url, title or page_title)
             else:
-                # A fresh copy per attempt keeps attempts independent of each other.
-                root, found_title = _trafilatura(copy(tree), url, recall=method == "recall")
+                # trafilatura copies a tree it is given before changing it, so attempts stay independent
+                # of each other without a copy of our own (test_trafilatura_leaves_the_tree_alone).
+                root, found_title = _trafilatura(tree, url, recall=method == "recall")
                 title = title or found_title
             if root is None:
                 continue

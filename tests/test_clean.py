@@ -205,6 +205,20 @@ def test_clean_page_blocks_are_those_of_the_xml(page: str) -> None:
     assert blocks and blocks == xml_blocks(result.xml)
 
 
+@pytest.mark.parametrize("recall", [False, True])
+@pytest.mark.parametrize("page", sorted(p.name for p in PAGES.glob("*.html")))
+def test_trafilatura_leaves_the_tree_alone(page: str, recall: bool) -> None:
+    # clean_html hands every attempt the same prepared tree, relying on trafilatura to work on a copy.
+    tree = clean_mod._parse((PAGES / page).read_text(encoding="utf-8"))
+    clean_mod._prepare(tree)
+    clean_mod._drop_nav_panels(tree)
+    clean_mod._give_container(tree)
+    before = etree.tostring(tree)
+    root, _ = clean_mod._trafilatura(tree, None, recall=recall)
+    assert root is not None
+    assert etree.tostring(tree) == before
+
+
 def test_walking_xml_leaves_it_unchanged() -> None:
     root = etree.fromstring(b"<doc><main><p>one<lb/>two<lb/></p><code>a<lb/>b</code></main></doc>")
     before = etree.tostring(root)
