@@ -278,6 +278,74 @@ def _append_tail(element: lxml_html.HtmlElement, tail: str | None) -> None:
         parent.text = (parent.text or "") + tail
 
 
+# What an expression may consist of to be answerable on a skeleton (below): string literals (replaced by
+# '' first), `.//*` under a tag test, `.//tag`, `self::tag`, own attributes, a few string functions, [1].
+_XPATH_LITERAL = re.compile(r"'[^']*'|\"[^\"]*\"")
+_XPATH_TOKEN = re.compile(
+    r"\s+|''|\.//\*\[self::[\w-]+(?:\s+or\s+self::[\w-]+)*\]|\.//[\w-]+|self::[\w-]+|@[\w-]+"
+    r"|(?:re:test|contains|translate|starts-with)(?=\()|(?<![\w-])(?:or|and)(?![\w-])|\[1\]|[()\[\],=|]"
+)
+
+
+def _own_attribute_query(path: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """(tags, attributes) when ``path`` selects elements of those tags by those attributes of their own
+    and at most by first position, else None."""
+    path = _XPATH_LITERAL.sub("''", path)
+    tags: set[str] = set()
+    attributes: set[str] = set()
+    position = depth = 0  # depth: how many predicate brackets are open
+    while position < len(path):
+        token = _XPATH_TOKEN.match(path, position)
+        if token is None:
+            return None
+        text = token.group(0)
+        if text.startswith(".//"):
+            if depth:
+                return None  # a path inside a predicate looks beyond the element itself
+            tags.update(re.findall(r"self::([\w-]+)", text) if text.startswith(".//*") else [text[3:]])
+        elif not depth and not (text.isspace() or text in {"(", ")", "|", "[", "[1]"}):
+            return None  # outside predicates only paths from the context, grouped, united, or first of
+        elif text.startswith("@"):
+            attributes.add(text[1:])
+        depth += (text == "[") - (text == "]")
+        position = token.end()
+    return (frozenset(tags), frozenset(attributes)) if tags and depth == 0 else None
+
+
+_CONTAINER_QUERIES = [(expr, _own_attribute_query(expr.path)) for expr in _CONTAINER_XPATHS]
+
+
+def _containers(tree: lxml_html.HtmlElement) -> Iterator[lxml_html.HtmlElement | None]:
+    """For each of trafilatura's container expressions in turn, the first element it finds in ``tree``.
+
+    The expressions test an element's tag and own attributes only, yet evaluating them visits every element
+    of the page (and calls back into Python for each regular expression); they are answered on a skeleton
+    instead: one flat element per distinct tag and tested attributes among the elements of a tested tag, in
+    the order of their first occurrence. The first element found is the same: the first occurrence of the
+    first matching kind, as a "[1]" only picks the first in document order among what it would otherwise
+    find. An expression of another shape is evaluated on the page.
+    """
+    skeleton: etree._Element | None = None
+    firsts: list[lxml_html.HtmlElement] = []
+    for expr, query in _CONTAINER_QUERIES:
+        if query is None:
+            yield next(iter(expr(tree)), None)
+            continue
+        if skeleton is None:
+            tags = frozenset().union(*(q[0] for _, q in _CONTAINER_QUERIES if q is not None))
+            names = sorted(frozenset().union(*(q[1] for _, q in _CONTAINER_QUERIES if q is not None)))
+            skeleton = etree.Element("skeleton")
+            kinds: set[tuple[str, tuple[str | None, ...]]] = set()
+            for element in tree.iterdescendants(*tags):
+                kind = (element.tag, tuple(element.get(n) for n in names))
+                if kind not in kinds:
+                    kinds.add(kind)
+                    firsts.append(element)
+                    etree.SubElement(skeleton, element.tag, {n: v for n, v in zip(names, kind[1]) if v is not None})
+        found = next(iter(expr(skeleton)), None)
+        yield None if found is None else firsts[skeleton.index(found)]
+
+
 def _give_container(tree: lxml_html.HtmlElement) -> None:
     """Wrap the body's content in a ``<main>`` when trafilatura would find no content container.
 
@@ -293,8 +361,7 @@ def _give_container(tree: lxml_html.HtmlElement) -> None:
     body = tree.find(".//body")
     if body is None or len(body) == 0:
         return
-    for expr in _CONTAINER_XPATHS:
-        container = next(iter(expr(tree)), None)
+    for container in _containers(tree):
         if container is not None:
             # asciidoc puts the page's <h1> (and its NAME section) in <div id="header">, before the
             # <div id="content"> trafilatura picks: the title block moves to the container's start.

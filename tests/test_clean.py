@@ -219,6 +219,32 @@ def test_trafilatura_leaves_the_tree_alone(page: str, recall: bool) -> None:
     assert etree.tostring(tree) == before
 
 
+_CONTAINER_HTML = [
+    *(p.name for p in PAGES.glob("*.html")),
+    "<html><body><div class='x'><div class='post-text'>a</div></div><div class='post-text' id='p2'>b</div></body></html>",
+    "<html><body><section class='content'><div id='content'>a</div></section><main>m</main></body></html>",
+    "<html><body><div role='main-area'><article class='Fulltext'>a</article></div><div class='main'>b</div></body></html>",
+    "<html><body><div><p>no container</p></div><span class='post-text'>x</span></body></html>",
+]
+
+
+@pytest.mark.parametrize("page", _CONTAINER_HTML)
+def test_containers_found_on_the_skeleton_are_those_of_the_page(page: str) -> None:
+    html = (PAGES / page).read_text(encoding="utf-8") if page.endswith(".html") else page
+    tree = clean_mod._parse(html)
+    expected = [next(iter(expr(tree)), None) for expr in clean_mod._CONTAINER_XPATHS]
+    assert all(q is not None for _, q in clean_mod._CONTAINER_QUERIES)  # else the test would prove nothing
+    assert [c is e for c, e in zip(clean_mod._containers(tree), expected, strict=True)] == [True] * len(expected)
+
+
+@pytest.mark.parametrize(
+    "path", [".//*", ".//div[p]", ".//div[.//p]", "(.//div)[2]", ".//*[self::div][text()]", ".//div/p",
+             ".//div[contains(., 'x')]", "self::div", "count(.//div)", ".//div[@*]", ".//div | @id", ".//div[@a"],
+)
+def test_expressions_that_look_beyond_the_element_are_not_answered_on_a_skeleton(path: str) -> None:
+    assert clean_mod._own_attribute_query(path) is None
+
+
 def test_walking_xml_leaves_it_unchanged() -> None:
     root = etree.fromstring(b"<doc><main><p>one<lb/>two<lb/></p><code>a<lb/>b</code></main></doc>")
     before = etree.tostring(root)
