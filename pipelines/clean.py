@@ -410,7 +410,7 @@ def _prepare(tree: lxml_html.HtmlElement) -> None:
     for pre in list(tree.iter("pre")):
         for br in pre.iter("br"):
             br.tail = "\n" + (br.tail or "")
-        code = "".join(pre.itertext())
+        code = pre.text_content()  # the same string as joining itertext(), built in C in one piece
         # Slice deletion removes the children (tails included, as remove() does) without a Python proxy
         # for each highlighted span.
         del pre[:]
