@@ -451,7 +451,17 @@ def split_by_headings(
         raise ValueError("max_tokens must be positive")
     if not xml or not xml.strip():
         return []
-    blocks = [b for b in (_normalise(b) for b in xml_blocks(xml)) if b.text.strip()]
+    return split_blocks(xml_blocks(xml), url, max_tokens=max_tokens, overlap_tokens=overlap_tokens, min_tokens=min_tokens)
+
+
+def split_blocks(
+    page_blocks: list[Block], url: str, *, max_tokens: int = defaults.CHUNK_TOKENS,
+    overlap_tokens: int = defaults.CHUNK_OVERLAP, min_tokens: int = 40
+) -> list[Chunk]:
+    """:func:`split_by_headings` on the page's blocks (``xml_blocks(xml)``), for a caller that has them."""
+    if max_tokens < 1:
+        raise ValueError("max_tokens must be positive")
+    blocks = [b for b in (_normalise(b) for b in page_blocks) if b.text.strip()]
 
     pieces: list[_Piece] = []
     for section in _sections(blocks):

@@ -278,6 +278,74 @@ def _append_tail(element: lxml_html.HtmlElement, tail: str | None) -> None:
         parent.text = (parent.text or "") + tail
 
 
+# What an expression may consist of to be answerable on a skeleton (below): string literals (replaced by
+# '' first), `.//*` under a tag test, `.//tag`, `self::tag`, own attributes, a few string functions, [1].
+_XPATH_LITERAL = re.compile(r"'[^']*'|\"[^\"]*\"")
+_XPATH_TOKEN = re.compile(
+    r"\s+|''|\.//\*\[self::[\w-]+(?:\s+or\s+self::[\w-]+)*\]|\.//[\w-]+|self::[\w-]+|@[\w-]+"
+    r"|(?:re:test|contains|translate|starts-with)(?=\()|(?<![\w-])(?:or|and)(?![\w-])|\[1\]|[()\[\],=|]"
+)
+
+
+def _own_attribute_query(path: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """(tags, attributes) when ``path`` selects elements of those tags by those attributes of their own
+    and at most by first position, else None."""
+    path = _XPATH_LITERAL.sub("''", path)
+    tags: set[str] = set()
+    attributes: set[str] = set()
+    position = depth = 0  # depth: how many predicate brackets are open
+    while position < len(path):
+        token = _XPATH_TOKEN.match(path, position)
+        if token is None:
+            return None
+        text = token.group(0)
+        if text.startswith(".//"):
+            if depth:
+                return None  # a path inside a predicate looks beyond the element itself
+            tags.update(re.findall(r"self::([\w-]+)", text) if text.startswith(".//*") else [text[3:]])
+        elif not depth and not (text.isspace() or text in {"(", ")", "|", "[", "[1]"}):
+            return None  # outside predicates only paths from the context, grouped, united, or first of
+        elif text.startswith("@"):
+            attributes.add(text[1:])
+        depth += (text == "[") - (text == "]")
+        position = token.end()
+    return (frozenset(tags), frozenset(attributes)) if tags and depth == 0 else None
+
+
+_CONTAINER_QUERIES = [(expr, _own_attribute_query(expr.path)) for expr in _CONTAINER_XPATHS]
+
+
+def _containers(tree: lxml_html.HtmlElement) -> Iterator[lxml_html.HtmlElement | None]:
+    """For each of trafilatura's container expressions in turn, the first element it finds in ``tree``.
+
+    The expressions test an element's tag and own attributes only, yet evaluating them visits every element
+    of the page (and calls back into Python for each regular expression); they are answered on a skeleton
+    instead: one flat element per distinct tag and tested attributes among the elements of a tested tag, in
+    the order of their first occurrence. The first element found is the same: the first occurrence of the
+    first matching kind, as a "[1]" only picks the first in document order among what it would otherwise
+    find. An expression of another shape is evaluated on the page.
+    """
+    skeleton: etree._Element | None = None
+    firsts: list[lxml_html.HtmlElement] = []
+    for expr, query in _CONTAINER_QUERIES:
+        if query is None:
+            yield next(iter(expr(tree)), None)
+            continue
+        if skeleton is None:
+            tags = frozenset().union(*(q[0] for _, q in _CONTAINER_QUERIES if q is not None))
+            names = sorted(frozenset().union(*(q[1] for _, q in _CONTAINER_QUERIES if q is not None)))
+            skeleton = etree.Element("skeleton")
+            kinds: set[tuple[str, tuple[str | None, ...]]] = set()
+            for element in tree.iterdescendants(*tags):
+                kind = (element.tag, tuple(element.get(n) for n in names))
+                if kind not in kinds:
+                    kinds.add(kind)
+                    firsts.append(element)
+                    etree.SubElement(skeleton, element.tag, {n: v for n, v in zip(names, kind[1]) if v is not None})
+        found = next(iter(expr(skeleton)), None)
+        yield None if found is None else firsts[skeleton.index(found)]
+
+
 def _give_container(tree: lxml_html.HtmlElement) -> None:
     """Wrap the body's content in a ``<main>`` when trafilatura would find no content container.
 
@@ -293,8 +361,7 @@ def _give_container(tree: lxml_html.HtmlElement) -> None:
     body = tree.find(".//body")
     if body is None or len(body) == 0:
         return
-    for expr in _CONTAINER_XPATHS:
-        container = next(iter(expr(tree)), None)
+    for container in _containers(tree):
         if container is not None:
             # asciidoc puts the page's <h1> (and its NAME section) in <div id="header">, before the
             # <div id="content"> trafilatura picks: the title block moves to the container's start.
@@ -325,11 +392,12 @@ def _prepare(tree: lxml_html.HtmlElement) -> None:
     for element in tree.xpath("//section[@id] | //div[@id][contains(concat(' ', normalize-space(@class), ' '), ' section ')]"):
         del element.attrib["id"]
     for anchor in list(tree.iter("a")):
-        text = (anchor.text_content() or "").strip()
-        only_glyphs = all(ch in _GLYPHS + "#" for ch in text)
         href = anchor.get("href") or ""
         looks_permalink = href.startswith("#") or bool(_PERMALINK_CLASS.search(anchor.get("class") or ""))
-        if only_glyphs and looks_permalink and anchor.getparent() is not None:
+        if not looks_permalink or anchor.getparent() is None:
+            continue  # the attributes decide most anchors: no need for their text
+        text = (anchor.text_content() or "").strip()
+        if all(ch in _GLYPHS + "#" for ch in text):
             anchor.drop_tree()
     for cell in tree.iter("td", "th"):
         # trafilatura flattens a table nested in a list item into its cells' inline content; without a
@@ -342,9 +410,10 @@ def _prepare(tree: lxml_html.HtmlElement) -> None:
     for pre in list(tree.iter("pre")):
         for br in pre.iter("br"):
             br.tail = "\n" + (br.tail or "")
-        code = "".join(pre.itertext())
-        for child in list(pre):
-            pre.remove(child)
+        code = pre.text_content()  # the same string as joining itertext(), built in C in one piece
+        # Slice deletion removes the children (tails included, as remove() does) without a Python proxy
+        # for each highlighted span.
+        del pre[:]
         pre.text = None
         span = lxml_html.Element("span")
         span.text = code
@@ -695,10 +764,21 @@ class _Frame:
 
 
 def _walk(root: etree._Element) -> list[Block]:
+    # <lb> tails get the line break for the walk and their own value back afterwards, so walking leaves
+    # the tree as it was and needs no copy of it.
+    breaks = [(lb, lb.tail) for lb in root.iter("lb")]
+    for lb, tail in breaks:
+        lb.tail = "\n" + (tail or "")
+    try:
+        return _walk_blocks(root)
+    finally:
+        for lb, tail in breaks:
+            lb.tail = tail
+
+
+def _walk_blocks(root: etree._Element) -> list[Block]:
     blocks: list[Block] = []
     groups = iter(range(1 << 62))
-    for lb in root.iter("lb"):
-        lb.tail = "\n" + (lb.tail or "")
 
     def emit_text(frame: _Frame, text: str, kind: str = "paragraph") -> None:
         if not text:
@@ -795,7 +875,7 @@ def xml_blocks(xml: str | etree._Element) -> list[Block]:
         if root is None:
             return []
     else:
-        root = copy(xml)  # _walk annotates <lb> tails
+        root = xml
     return _walk(root)
 
 
@@ -822,6 +902,12 @@ def clean_html(html: str | bytes, url: str | None = None, *, min_chars: int = 50
     ``min_chars`` wins; if none does, the longest text wins (ties go to the earlier
     attempt); "empty" when no attempt produced any text.
     """
+    return clean_page(html, url, min_chars=min_chars)[0]
+
+
+def clean_page(html: str | bytes, url: str | None = None, *, min_chars: int = 500) -> tuple[CleanResult, list[Block]]:
+    """:func:`clean_html`, plus the result's blocks: the same list as ``xml_blocks(result.xml)``, which the
+    chunker needs and which is already at hand here, so the page's XML is not parsed and walked again."""
     if isinstance(html, (bytes, bytearray, memoryview)):
         raw = bytes(html)
         html_bytes = len(raw)
@@ -830,8 +916,8 @@ def clean_html(html: str | bytes, url: str | None = None, *, min_chars: int = 50
         text_in = html if isinstance(html, str) else str(html)
         html_bytes = len(text_in.encode("utf-8", errors="replace"))
 
-    def empty(title: str | None = None, lang: str | None = None) -> CleanResult:
-        return CleanResult("", "", "empty", title, lang, html_bytes, 0)
+    def empty(title: str | None = None, lang: str | None = None) -> tuple[CleanResult, list[Block]]:
+        return CleanResult("", "", "empty", title, lang, html_bytes, 0), []
 
     if not text_in.strip() or _looks_binary(text_in):
         return empty()
@@ -850,37 +936,41 @@ def clean_html(html: str | bytes, url: str | None = None, *, min_chars: int = 50
         LOGGER.debug("page preparation failed on %s: %s", url, err)
         lang, page_title = None, None
 
-    candidates: list[tuple[str, etree._Element, str]] = []
+    candidates: list[tuple[str, etree._Element, str, list[Block]]] = []
     title: str | None = None
     for method in ("main", "recall", "body"):
         try:
             if method == "body":
                 root = _body_xml(tree, url, title or page_title)
             else:
-                # A fresh copy per attempt keeps attempts independent of each other.
-                root, found_title = _trafilatura(copy(tree), url, recall=method == "recall")
+                # trafilatura copies a tree it is given before changing it, so attempts stay independent
+                # of each other without a copy of our own (test_trafilatura_leaves_the_tree_alone).
+                root, found_title = _trafilatura(tree, url, recall=method == "recall")
                 title = title or found_title
             if root is None:
                 continue
-            text = blocks_to_text(xml_blocks(root))
+            # Done before the walk so the blocks are those of the final XML; it moves a heading's level,
+            # never text, so the text that picks the winner is the same.
+            _title_heading_on_top(root, page_title)
+            blocks = xml_blocks(root)
+            text = blocks_to_text(blocks)
         except Exception as err:
             LOGGER.debug("%s extraction failed on %s: %s", method, url, err)
             continue
         if not text:
             continue
-        candidates.append((method, root, text))
+        candidates.append((method, root, text, blocks))
         if len(text) >= min_chars:
             break
 
     title = title or page_title
     if not candidates:
         return empty(title, lang)
-    method, root, text = max(candidates, key=lambda c: len(c[2]))  # max() keeps the first of equals
-    _title_heading_on_top(root, page_title)
+    method, root, text, blocks = max(candidates, key=lambda c: len(c[2]))  # max() keeps the first of equals
     if lang and not root.get("language"):
         root.set("language", lang)
     xml = etree.tostring(root, encoding="unicode")
-    return CleanResult(
+    result = CleanResult(
         xml=xml,
         text=text,
         method=method,
@@ -889,6 +979,7 @@ def clean_html(html: str | bytes, url: str | None = None, *, min_chars: int = 50
         html_bytes=html_bytes,
         text_bytes=len(text.encode("utf-8")),
     )
+    return result, blocks
 
 
 # --------------------------------------------------------------------------- decoding sanity

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from pipelines import defaults
-from pipelines.chunk import Chunk, split_by_headings
-from pipelines.clean import CleanResult, clean_html
+from pipelines.chunk import Chunk, split_blocks
+from pipelines.clean import CleanResult, clean_page
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class PageResult:
 
 
 class _ExtractionTimeout(BaseException):
-    """BaseException on purpose: trafilatura and clean_html catch ``Exception`` to survive
+    """BaseException on purpose: trafilatura and clean_page catch ``Exception`` to survive
     bad pages, and must not swallow the deadline."""
 
 
@@ -102,8 +102,8 @@ def process_page(
                 installed[0] = True
                 armed[0] = True
                 previous_timer = signal.setitimer(signal.ITIMER_PROF, max_seconds)
-            clean = clean_html(html, url)
-            chunks = split_by_headings(clean.xml, url, max_tokens=max_tokens, overlap_tokens=overlap_tokens)
+            clean, blocks = clean_page(html, url)
+            chunks = split_blocks(blocks, url, max_tokens=max_tokens, overlap_tokens=overlap_tokens)
         finally:
             restore()
     except _ExtractionTimeout:

@@ -9,7 +9,7 @@ import pytest
 from lxml import etree
 
 import pipelines.clean as clean_mod
-from pipelines.clean import CleanResult, clean_heading, clean_html, xml_blocks
+from pipelines.clean import CleanResult, clean_heading, clean_html, clean_page, xml_blocks
 from tests.corpus import CORPUS_DIR, MISSING, has_manual
 
 PAGES = Path(__file__).parent / "pages"
@@ -195,6 +195,61 @@ def test_body_fallback_structures() -> None:
         ("code", "def main():\n    return 1"),
         ("paragraph", "Quoted wisdom."),
     ]
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in PAGES.glob("*.html")))
+def test_clean_page_blocks_are_those_of_the_xml(page: str) -> None:
+    # The chunker takes clean_page's blocks instead of re-reading the XML: they must be the same.
+    result, blocks = clean_page((PAGES / page).read_bytes(), f"https://docs.example.org/{page}")
+    assert result == clean_html((PAGES / page).read_bytes(), f"https://docs.example.org/{page}")
+    assert blocks and blocks == xml_blocks(result.xml)
+
+
+@pytest.mark.parametrize("recall", [False, True])
+@pytest.mark.parametrize("page", sorted(p.name for p in PAGES.glob("*.html")))
+def test_trafilatura_leaves_the_tree_alone(page: str, recall: bool) -> None:
+    # clean_html hands every attempt the same prepared tree, relying on trafilatura to work on a copy.
+    tree = clean_mod._parse((PAGES / page).read_text(encoding="utf-8"))
+    clean_mod._prepare(tree)
+    clean_mod._drop_nav_panels(tree)
+    clean_mod._give_container(tree)
+    before = etree.tostring(tree)
+    root, _ = clean_mod._trafilatura(tree, None, recall=recall)
+    assert root is not None
+    assert etree.tostring(tree) == before
+
+
+_CONTAINER_HTML = [
+    *(p.name for p in PAGES.glob("*.html")),
+    "<html><body><div class='x'><div class='post-text'>a</div></div><div class='post-text' id='p2'>b</div></body></html>",
+    "<html><body><section class='content'><div id='content'>a</div></section><main>m</main></body></html>",
+    "<html><body><div role='main-area'><article class='Fulltext'>a</article></div><div class='main'>b</div></body></html>",
+    "<html><body><div><p>no container</p></div><span class='post-text'>x</span></body></html>",
+]
+
+
+@pytest.mark.parametrize("page", _CONTAINER_HTML)
+def test_containers_found_on_the_skeleton_are_those_of_the_page(page: str) -> None:
+    html = (PAGES / page).read_text(encoding="utf-8") if page.endswith(".html") else page
+    tree = clean_mod._parse(html)
+    expected = [next(iter(expr(tree)), None) for expr in clean_mod._CONTAINER_XPATHS]
+    assert all(q is not None for _, q in clean_mod._CONTAINER_QUERIES)  # else the test would prove nothing
+    assert [c is e for c, e in zip(clean_mod._containers(tree), expected, strict=True)] == [True] * len(expected)
+
+
+@pytest.mark.parametrize(
+    "path", [".//*", ".//div[p]", ".//div[.//p]", "(.//div)[2]", ".//*[self::div][text()]", ".//div/p",
+             ".//div[contains(., 'x')]", "self::div", "count(.//div)", ".//div[@*]", ".//div | @id", ".//div[@a"],
+)
+def test_expressions_that_look_beyond_the_element_are_not_answered_on_a_skeleton(path: str) -> None:
+    assert clean_mod._own_attribute_query(path) is None
+
+
+def test_walking_xml_leaves_it_unchanged() -> None:
+    root = etree.fromstring(b"<doc><main><p>one<lb/>two<lb/></p><code>a<lb/>b</code></main></doc>")
+    before = etree.tostring(root)
+    assert [b.text for b in xml_blocks(root)] == ["one two", "a\nb"]
+    assert etree.tostring(root) == before
 
 
 # --------------------------------------------------------------------------- hostile input

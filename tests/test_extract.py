@@ -50,7 +50,7 @@ def test_token_options_are_passed_through() -> None:
 
 
 def test_slow_extraction_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(extract_mod, "clean_html", _slow_clean)
+    monkeypatch.setattr(extract_mod, "clean_page", _slow_clean)
     cpu = time.process_time()
     result = process_page(PAGE, URL, max_seconds=0.2)
     assert result.error == "extraction used more than 0.2 s of CPU"
@@ -66,8 +66,8 @@ def test_waiting_page_is_not_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
         time.sleep(0.5)
         return real(html, url)
 
-    real = extract_mod.clean_html
-    monkeypatch.setattr(extract_mod, "clean_html", sleepy)
+    real = extract_mod.clean_page
+    monkeypatch.setattr(extract_mod, "clean_page", sleepy)
     result = process_page(PAGE, URL, max_seconds=0.2)
     assert result.error is None and result.chunks
     assert result.seconds >= 0.5  # past the deadline in wall time
@@ -102,7 +102,7 @@ def test_deadline_restores_previous_handler_and_timer(monkeypatch: pytest.Monkey
     previous = signal.signal(signal.SIGPROF, outer)
     previous_timer = signal.setitimer(signal.ITIMER_PROF, 30.0)
     try:
-        monkeypatch.setattr(extract_mod, "clean_html", _slow_clean)
+        monkeypatch.setattr(extract_mod, "clean_page", _slow_clean)
         assert process_page(PAGE, URL, max_seconds=0.1).error is not None
         assert signal.getsignal(signal.SIGPROF) is outer
         remaining, _ = signal.getitimer(signal.ITIMER_PROF)
@@ -131,7 +131,7 @@ def test_exceptions_become_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(html: str, url: str | None = None, **kwargs: object) -> object:
         raise ValueError("bad page\nsecond line")
 
-    monkeypatch.setattr(extract_mod, "clean_html", broken)
+    monkeypatch.setattr(extract_mod, "clean_page", broken)
     result = process_page(PAGE, URL)
     assert result.error == "extraction failed: ValueError: bad page"
     assert result.clean is None and result.chunks == []
@@ -141,7 +141,7 @@ def test_error_in_chunking_keeps_clean_result(monkeypatch: pytest.MonkeyPatch) -
     def broken(*args: object, **kwargs: object) -> object:
         raise RecursionError()
 
-    monkeypatch.setattr(extract_mod, "split_by_headings", broken)
+    monkeypatch.setattr(extract_mod, "split_blocks", broken)
     result = process_page(PAGE, URL)
     assert result.error == "extraction failed: RecursionError"
     assert result.clean is not None and result.clean.method == "main"
@@ -152,8 +152,8 @@ def test_outside_main_thread_runs_without_deadline(monkeypatch: pytest.MonkeyPat
         _burn_cpu(0.3)
         return real(html, url)
 
-    real = extract_mod.clean_html
-    monkeypatch.setattr(extract_mod, "clean_html", slowish)
+    real = extract_mod.clean_page
+    monkeypatch.setattr(extract_mod, "clean_page", slowish)
     results: list[PageResult] = []
     thread = threading.Thread(target=lambda: results.append(process_page(PAGE, URL, max_seconds=0.05)))
     thread.start()
