@@ -77,18 +77,6 @@ def quiet_resource_tracker() -> None:
         sys.warnoptions.append(_TRACKER_WARNINGS)
 
 
-def _ready() -> None:
-    """A task that does nothing: submitted once per worker so that the pool starts them (see open_spider)."""
-
-
-def _start_workers(pool: ProcessPoolExecutor, workers: int) -> None:
-    try:
-        for _ in range(workers):
-            pool.submit(_ready)
-    except Exception as exc:  # the crawl ended first, or the pool broke: the first page's submit will say so
-        log.debug("Starting the extraction workers early failed: %r", exc)
-
-
 class ExtractionPipeline:
     # A page's worker counts as hung after backstop_factor * max_seconds + backstop_seconds of wall
     # time: stuck without using CPU, or in one long C call, where its CPU deadline (SIGPROF) cannot
@@ -127,19 +115,15 @@ class ExtractionPipeline:
 
     def open_spider(self) -> None:
         self.pool = self._new_pool()
-        # The workers start while Scrapy fetches robots.txt, on a thread of their own: starting the forkserver
-        # (which imports the extraction code) and forking from it would otherwise hold up the reactor at the
-        # first page.
-        threading.Thread(target=_start_workers, args=(self.pool, self.workers), name="webqa-extract-start",
-                         daemon=True).start()
 
     def _new_pool(self) -> ProcessPoolExecutor:
         # forkserver: forking the crawling process itself would copy the reactor and its threads.
         context = multiprocessing.get_context("forkserver")
         quiet_resource_tracker()
         # Each worker then forks from a forkserver that imported the extraction code once, instead of
-        # importing trafilatura, lxml and this module itself at its start (the pool starts with the crawl).
-        context.set_forkserver_preload([__name__])
+        # importing trafilatura, lxml and this module itself at its start (pipelines.clean imports trafilatura
+        # only when it first cleans a page, hence its name here).
+        context.set_forkserver_preload([__name__, "trafilatura"])
         if self._lifeline_reader is None:
             self._lifeline_reader, self._lifeline = context.Pipe(duplex=False)
         return ProcessPoolExecutor(
@@ -199,8 +183,12 @@ class ExtractionPipeline:
             try:
                 # The worker bounds its CPU time with SIGPROF; the outer wall-clock wait is a backstop
                 # for a worker that is stuck (see backstop_factor).
+                # Submitted from a thread: the pool starts a worker on demand, and the first one waits for
+                # the forkserver to import the extraction code, which would hold up the reactor meanwhile. On
+                # demand, not with the crawl: a re-crawl answered with 304s needs no worker at all.
+                submitted = await loop.run_in_executor(None, pool.submit, work)
                 result: PageResult = await asyncio.wait_for(
-                    loop.run_in_executor(pool, work),
+                    asyncio.wrap_future(submitted),
                     timeout=self.backstop_factor * self.max_seconds + self.backstop_seconds,
                 )
                 break
