@@ -12,22 +12,17 @@ emits the same vocabulary so :func:`xml_blocks` (used by the chunker) reads both
 from __future__ import annotations
 
 import codecs
+import functools
 import html as html_lib
 import logging
 import re
 from collections.abc import Iterator
 from copy import copy
 from dataclasses import dataclass
+from typing import Any
 
-import trafilatura
 from lxml import etree
 from lxml import html as lxml_html
-from trafilatura.utils import load_html
-
-try:  # trafilatura's own list of content containers, in the order it tries them
-    from trafilatura.xpaths import BODY_XPATH as _CONTAINER_XPATHS
-except ImportError:  # pragma: no cover - a trafilatura that moved it: <main>/<article> are the common case
-    _CONTAINER_XPATHS = [etree.XPath("(.//main)[1]|(.//article)[1]")]
 
 LOGGER = logging.getLogger(__name__)
 
@@ -153,6 +148,8 @@ def _decode(data: bytes) -> str:
 
 def _parse(text: str) -> lxml_html.HtmlElement | None:
     """Parse like trafilatura does, but still return a tree for bare fragments."""
+    from trafilatura.utils import load_html
+
     tree = None
     try:
         tree = load_html(text)
@@ -312,7 +309,20 @@ def _own_attribute_query(path: str) -> tuple[frozenset[str], frozenset[str]] | N
     return (frozenset(tags), frozenset(attributes)) if tags and depth == 0 else None
 
 
-_CONTAINER_QUERIES = [(expr, _own_attribute_query(expr.path)) for expr in _CONTAINER_XPATHS]
+@functools.cache
+def container_queries() -> list[tuple[Any, tuple[frozenset[str], frozenset[str]] | None]]:
+    """trafilatura's own content container expressions, in the order it tries them, each with its
+    ``_own_attribute_query`` shape.
+
+    trafilatura is imported on first use, here and in ``_parse`` and ``_trafilatura``: the crawling process
+    and the answering commands import this module for its text helpers and never clean a page, and
+    trafilatura's import (its regular expressions) was a large share of their start-up (BENCHMARKS.md).
+    """
+    try:
+        from trafilatura.xpaths import BODY_XPATH as xpaths
+    except ImportError:  # pragma: no cover - a trafilatura that moved it: <main>/<article> are the common case
+        xpaths = [etree.XPath("(.//main)[1]|(.//article)[1]")]
+    return [(expr, _own_attribute_query(expr.path)) for expr in xpaths]
 
 
 def _containers(tree: lxml_html.HtmlElement) -> Iterator[lxml_html.HtmlElement | None]:
@@ -327,13 +337,14 @@ def _containers(tree: lxml_html.HtmlElement) -> Iterator[lxml_html.HtmlElement |
     """
     skeleton: etree._Element | None = None
     firsts: list[lxml_html.HtmlElement] = []
-    for expr, query in _CONTAINER_QUERIES:
+    queries = container_queries()
+    for expr, query in queries:
         if query is None:
             yield next(iter(expr(tree)), None)
             continue
         if skeleton is None:
-            tags = frozenset().union(*(q[0] for _, q in _CONTAINER_QUERIES if q is not None))
-            names = sorted(frozenset().union(*(q[1] for _, q in _CONTAINER_QUERIES if q is not None)))
+            tags = frozenset().union(*(q[0] for _, q in queries if q is not None))
+            names = sorted(frozenset().union(*(q[1] for _, q in queries if q is not None)))
             skeleton = etree.Element("skeleton")
             kinds: set[tuple[str, tuple[str | None, ...]]] = set()
             for element in tree.iterdescendants(*tags):
@@ -481,6 +492,8 @@ TRAFILATURA_FALLBACK = False
 
 def _trafilatura(tree: lxml_html.HtmlElement, url: str | None, recall: bool) -> tuple[etree._Element | None, str | None]:
     """Run one trafilatura extraction; returns (normalised <doc> root, title)."""
+    import trafilatura
+
     options: dict[str, object] = dict(
         url=url,
         output_format="xml",

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+import trafilatura
 from lxml import etree
 
 import pipelines.clean as clean_mod
@@ -145,14 +146,14 @@ def test_short_page_falls_back_to_body_and_keeps_headings() -> None:
 
 
 def test_recall_is_tried_before_body(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = clean_mod.trafilatura.extract
+    real = trafilatura.extract
     calls: list[bool] = []
 
     def fake(tree, **kwargs):  # type: ignore[no-untyped-def]
         calls.append(kwargs["favor_recall"])
         return real(tree, **kwargs) if kwargs["favor_recall"] else None
 
-    monkeypatch.setattr(clean_mod.trafilatura, "extract", fake)
+    monkeypatch.setattr(trafilatura, "extract", fake)
     html = "<html><body><article><h1>Recall</h1>" + "<p>Plenty of text in this paragraph here.</p>" * 20
     result = clean_html(html + "</article></body></html>")
     assert calls == [False, True]
@@ -161,7 +162,7 @@ def test_recall_is_tried_before_body(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_longest_attempt_wins_when_all_are_short(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(clean_mod.trafilatura, "extract", lambda tree, **kw: None)
+    monkeypatch.setattr(trafilatura, "extract", lambda tree, **kw: None)
     result = clean_html("<html><body><h2>Only</h2><p>a few words</p></body></html>")
     assert result.method == "body"
     assert result.text == "Only\n\na few words"
@@ -171,7 +172,7 @@ def test_trafilatura_exception_is_contained(monkeypatch: pytest.MonkeyPatch) -> 
     def boom(tree, **kwargs):  # type: ignore[no-untyped-def]
         raise RuntimeError("trafilatura bug")
 
-    monkeypatch.setattr(clean_mod.trafilatura, "extract", boom)
+    monkeypatch.setattr(trafilatura, "extract", boom)
     result = clean_html("<html><body><h1>Still</h1><p>here after a crash.</p></body></html>")
     assert result.method == "body"
     assert "here after a crash." in result.text
@@ -232,8 +233,8 @@ _CONTAINER_HTML = [
 def test_containers_found_on_the_skeleton_are_those_of_the_page(page: str) -> None:
     html = (PAGES / page).read_text(encoding="utf-8") if page.endswith(".html") else page
     tree = clean_mod._parse(html)
-    expected = [next(iter(expr(tree)), None) for expr in clean_mod._CONTAINER_XPATHS]
-    assert all(q is not None for _, q in clean_mod._CONTAINER_QUERIES)  # else the test would prove nothing
+    expected = [next(iter(expr(tree)), None) for expr, _ in clean_mod.container_queries()]
+    assert all(q is not None for _, q in clean_mod.container_queries())  # else the test would prove nothing
     assert [c is e for c, e in zip(clean_mod._containers(tree), expected, strict=True)] == [True] * len(expected)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import FrameType
 
 import pytest
+import trafilatura
 
 import pipelines.extract as extract_mod
 from pipelines.extract import PageResult, process_page
@@ -85,7 +86,7 @@ def test_deadline_is_not_swallowed_by_clean_html_error_handling(monkeypatch: pyt
         _burn_cpu(30)
         return None
 
-    monkeypatch.setattr(clean_mod.trafilatura, "extract", slow_trafilatura)
+    monkeypatch.setattr(trafilatura, "extract", slow_trafilatura)
     result = process_page(PAGE, URL, max_seconds=0.2)
     assert result.error == "extraction used more than 0.2 s of CPU"
     assert calls == [False]  # neither the recall attempt nor the body fallback ran after the deadline
