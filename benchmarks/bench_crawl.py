@@ -234,6 +234,19 @@ def _crawled_seconds(stdout: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
+def _change_pages(served: Path, pages: list[str], fraction: float) -> list[str]:
+    """Give every ``1 / fraction``-th page a new paragraph (a new body for the server, new chunks for the store)."""
+    step = max(1, round(1 / fraction))
+    changed = pages[::step]
+    for page in changed:
+        path = served / page
+        html = path.read_text(encoding="utf-8", errors="replace")
+        at = html.lower().rfind("</body>")
+        note = "<p>Changed for the re-crawl benchmark: this paragraph is new on the server.</p>"
+        path.write_text(html[:at] + note + html[at:] if at >= 0 else html + note, encoding="utf-8")
+    return changed
+
+
 def crawl_once(site: Any, url_file: Path, db: Path, label: str, max_wait: float) -> dict[str, Any]:
     quiet = common.wait_for_quiet(max_wait)
     site.reset_log()
@@ -267,6 +280,9 @@ def main() -> None:
                         help="wait up to this many seconds for a quiet machine before each measurement (default 15)")
     parser.add_argument("--replicate", type=int, default=1, metavar="K",
                         help="serve and crawl every page under K distinct URLs (default 1; 6 gives 2,000+ pages)")
+    parser.add_argument("--changed", type=float, default=0.0, metavar="FRACTION",
+                        help="after the unchanged re-crawl, change this fraction of the distinct pages on the server "
+                             "and crawl again (issue 16's daily re-crawl; e.g. --replicate 20 --changed 0.01)")
     parser.add_argument("--baseline-worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--extract-parts", type=int, metavar="N",
                         help="only measure the CPU per page of process_page's parts over N manual pages (issue 16)")
@@ -295,9 +311,18 @@ def main() -> None:
           f"CPU count ({os.cpu_count()}); load average before: {os.getloadavg()}")
 
     with common.temp_dir("crawl") as tmp, common.corpus_site(hosts) as site:
+        served = common.CORPUS
+        if args.changed:
+            # A copy of the pages, so that some can be changed on the server between crawls.
+            served = tmp / "site"
+            for page in unique_pages:
+                (served / page).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(common.CORPUS / page, served / page)
+            for host in hosts:
+                site.serve_dir(host, "/", served)
         for host in hosts:
             for k in range(1, replicate):
-                site.serve_dir(host, f"/r{k}/", common.CORPUS)
+                site.serve_dir(host, f"/r{k}/", served)
         url_file = tmp / "urls.txt"
         urls = common.write_url_file(url_file, pages, hosts, site.port)
         db = tmp / "fresh.duckdb"
@@ -305,14 +330,24 @@ def main() -> None:
         print("crawl 1 (fresh database):")
         first = crawl_once(site, url_file, db, "first", args.max_wait)
         state1 = _db_state(db)
-        if replicate == 1:
+        third = None
+        if replicate == 1 or args.changed:
             print("crawl 2 (same database, nothing changed on the server):")
             second = crawl_once(site, url_file, db, "second", args.max_wait)
             state2 = _db_state(db)
-            common.RESULTS.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(db, common.CORPUS_DB)  # the selection and runner benchmarks start from this crawl
+            if replicate == 1 and not args.changed:
+                common.RESULTS.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(db, common.CORPUS_DB)  # the selection and runner benchmarks start from this crawl
         else:
             second, state2 = None, None
+        if args.changed:
+            changed = _change_pages(served, unique_pages, args.changed)
+            print(f"crawl 3 (same database, {len(changed)} of {len(unique_pages)} distinct pages changed on the "
+                  f"server, i.e. {len(changed) * replicate} of {len(pages)} pages):")
+            third = crawl_once(site, url_file, db, "third", args.max_wait)
+            third["changed_distinct_pages"] = len(changed)
+            third["changed_pages"] = len(changed) * replicate
+            third["db_after"] = _db_state(db)
 
         list_file = tmp / "baseline.json"
         list_file.write_text(json.dumps([[p, u] for p, u in zip(pages, urls)][: len(unique_pages)]))
@@ -350,6 +385,15 @@ def main() -> None:
             "recrawl_fts_rebuilt": state1["meta"].get("fts_built_at") != state2["meta"].get("fts_built_at"),
             "recrawl_wall_fraction": round(second["wall_s"] / first["wall_s"], 3),
         }
+    if third is not None and second is not None:
+        # The changed pages' own fetch and extraction, at the first crawl's rate per page.
+        own = third["changed_pages"] * first["wall_s"] / n
+        recrawl["changed_recrawl"] = {
+            "changed_pages": third["changed_pages"], "wall_s": third["wall_s"],
+            "unchanged_recrawl_wall_s": second["wall_s"], "changed_pages_own_s": round(own, 2),
+            "ratio_to_unchanged_plus_own": round(third["wall_s"] / (second["wall_s"] + own), 3),
+            "server": third["server"], "run": third["db_after"]["runs"][-1], "chunks": third["db_after"]["chunks"],
+        }
     figures = {
         "pages": n, "replicate": replicate, "distinct_pages": len(unique_pages), "hosts": len(hosts),
         "concurrency": f"{len(hosts)} (1 per host)", "html_mib": round(html_mib, 1),
@@ -371,7 +415,7 @@ def main() -> None:
     }
     cores = os.cpu_count() or 1
     figures["ratio_cpu_ceiling"] = round(cores * figures["baseline_cpu_s_per_page"] / figures["crawl_cpu_s_per_page"], 2)
-    path = common.save_result("crawl" if replicate == 1 else f"crawl-x{replicate}", figures, command=common.command_line(), machine=machine)
+    path = common.save_result(("crawl" if replicate == 1 else f"crawl-x{replicate}") + ("-changed" if args.changed else ""), figures, command=common.command_line(), machine=machine)
 
     print()
     print(f"[1] crawl: {n} pages in {first['wall_s']:.2f} s wall (process start to exit) = {first_rate:.1f} pages/s; "
@@ -403,6 +447,12 @@ def main() -> None:
               f"pages rewritten {recrawl['recrawl_pages_rewritten']}, chunks written {recrawl['recrawl_chunks_written']}, chunk rows identical {recrawl['recrawl_chunk_rows_identical']}, "
               f"FTS rebuilt {figures['recrawl_fts_rebuilt']}; {second['wall_s']:.2f} s = "
               f"{figures['recrawl_wall_fraction']:.1%} of the first crawl (goals 0, 0, <= 10%)")
+    if "changed_recrawl" in recrawl:
+        cr = recrawl["changed_recrawl"]
+        print(f"[16] daily re-crawl: {cr['changed_pages']} of {n} pages changed on the server ({cr['chunks']} chunks stored): "
+              f"{cr['wall_s']:.2f} s against the unchanged re-crawl {cr['unchanged_recrawl_wall_s']:.2f} s + the changed "
+              f"pages' own fetch and extraction {cr['changed_pages_own_s']:.2f} s (at the first crawl's rate): ratio "
+              f"{cr['ratio_to_unchanged_plus_own']:.3f} (issue 16 goal <= 1.10); server saw {cr['server']}")
     print(f"[6] peak RSS: crawl 1 {first['max_rss_mib']:.0f} MiB largest process / {first['tree_peak_rss_mib']:.0f} MiB "
           f"whole tree; crawl 2 {second['max_rss_mib'] if second else float('nan'):.0f} / "
           f"{second['tree_peak_rss_mib'] if second else float('nan'):.0f} MiB; "
