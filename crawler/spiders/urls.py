@@ -267,7 +267,7 @@ class UrlsSpider(scrapy.Spider):
             if target in hrefs:
                 continue
             hrefs.add(target)
-            resolved = self._resolve_link(response.url, urljoin(base_url, href), response.encoding)
+            resolved = self._resolve_link(response.url, base_url, href, response.encoding)
             if resolved is None:
                 continue
             key, normalised, link_host = resolved
@@ -278,15 +278,20 @@ class UrlsSpider(scrapy.Spider):
                 links[normalised] = None
         return list(links)
 
-    def _resolve_link(self, page_url: str, joined: str, encoding: str) -> tuple[str, str | None, str] | None:
-        """(canonical key, normalised URL or None when not followable, its host) of a link joined with the
-        page's base URL; None when it is no URL at all.
+    def _resolve_link(self, page_url: str, base_url: str, href: str, encoding: str) -> tuple[str, str | None, str] | None:
+        """(canonical key, normalised URL or None when not followable, its host) of a link on a page; None
+        when it is no URL at all.
 
         Remembered for the crawl: the pages of a site link to the same targets (navigation, index,
         neighbours), and making one safe, canonical and normalised costs more than the rest of a link.
         """
-        absolute = "://" in joined  # the page's own URL only matters to a link still relative after the base
-        cache_key = (joined, encoding) if absolute else (page_url, joined, encoding)
+        try:
+            joined = urljoin(base_url, href)
+            parts = urlsplit(joined)
+        except ValueError:
+            return None
+        # The page's own URL only matters to a link that the base URL left without a scheme or a host.
+        cache_key = (joined, encoding) if parts.scheme and parts.netloc else (page_url, joined, encoding)
         if cache_key in self._resolved:
             return self._resolved[cache_key]
         try:
