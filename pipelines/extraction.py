@@ -186,7 +186,15 @@ class ExtractionPipeline:
                 # Submitted from a thread: the pool starts a worker on demand, and the first one waits for
                 # the forkserver to import the extraction code, which would hold up the reactor meanwhile. On
                 # demand, not with the crawl: a re-crawl answered with 304s needs no worker at all.
-                submitted = await loop.run_in_executor(None, pool.submit, work)
+                try:
+                    submitted = await loop.run_in_executor(None, pool.submit, work)
+                except RuntimeError:  # "cannot schedule new futures after shutdown"
+                    if self.pool is pool or self.pool is None:
+                        raise
+                    # Replaced while this page waited for its thread (another page's worker hung or died):
+                    # the new pool takes it.
+                    pool = self.pool
+                    submitted = await loop.run_in_executor(None, pool.submit, work)
                 result: PageResult = await asyncio.wait_for(
                     asyncio.wrap_future(submitted),
                     timeout=self.backstop_factor * self.max_seconds + self.backstop_seconds,

@@ -136,8 +136,10 @@ class StorePipeline:
             self._failed(exc, stop=False)  # the run keeps its 'running' row; the next crawl marks it 'killed'
         finally:
             try:
-                self.store.set_threads(None)  # `webqa run` answers on the same database in this process
-                self.store.close()
+                try:
+                    self.store.set_threads(None)  # `webqa run` answers on the same database in this process
+                finally:
+                    self.store.close()  # also after a fatal error, which fails every statement but this
             except STORAGE_ERRORS as exc:
                 self._failed(exc, stop=False)
             self.store = None
