@@ -1057,8 +1057,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for host in hosts:
             print(server.url(host, "/"), flush=True)  # stdout: URLs only, for scripts
         print("serving; Ctrl-C to stop", file=sys.stderr, flush=True)
+        # Short sleeps: the kernel may hand SIGINT to a server thread, and then only a main thread that
+        # wakes up runs Python's handler; a sleep of an hour kept it from stopping.
         while True:
-            time.sleep(3600)
+            time.sleep(0.2)
     except KeyboardInterrupt:
         pass
     finally:
