@@ -1052,6 +1052,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
+    # Ctrl-C must reach this script whatever its parent left behind: an ignored SIGINT is inherited across
+    # exec, and so is a blocked one (the full test suite's process has been seen to hand one down).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     server.start()
     try:
         for host in hosts:
