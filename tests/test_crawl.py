@@ -17,7 +17,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,8 +26,13 @@ from typing import Any
 
 import duckdb
 import pytest
+import scrapy
+from scrapy.http import HtmlResponse
+from scrapy.linkextractors import LinkExtractor
 
 from crawler import settings as crawl_defaults
+from crawler.spiders import urls as urls_spider
+from crawler.urllist import normalise_url
 from pipelines.items import ExtractedPage, FetchedPage, FetchOutcome
 from pipelines import extraction
 from pipelines.chunk import HEADING_SEPARATOR
@@ -467,6 +473,87 @@ def test_depth_follows_same_host_links_within_limits(site: SiteServer, tmp_path:
     counts = summary(ok(run_cli(index, "--depth", "2", "--max-pages", "2", db=db)))
     assert counts["fetched"] == 2 and len(pages(db)) == 2
     assert len([r for r in site.log if r.path != "/robots.txt"]) == 2
+
+
+def test_a_link_urljoin_refuses_is_skipped_and_the_page_kept_with_its_other_links(site: SiteServer, tmp_path: Path) -> None:
+    # urllib cannot split an unclosed IPv6 bracket (ValueError: Invalid IPv6 URL): that link is no URL
+    # and is dropped, as Scrapy's LinkExtractor drops it, instead of failing the page it is on.
+    site.add(0, "/index.html", page("Index", links=["/docs/a.html", "http://[::1", "//[::1/x.html", "/docs/b.html"]))
+    site.add(0, "/docs/a.html", page("Doc A"))
+    site.add(0, "/docs/b.html", page("Doc B"))
+    index, a, b = site.url(0, "/index.html"), site.url(0, "/docs/a.html"), site.url(0, "/docs/b.html")
+
+    db = tmp_path / "bad-link.duckdb"
+    ok(run_cli(index, "--depth", "1", db=db))
+    assert set(pages(db)) == {index, a, b}
+    assert rows(db, "SELECT target FROM page_links WHERE url = ? ORDER BY ordinal", [index]) == [(a,), (b,)]
+    assert fetch_log(db) == {}
+
+
+def spider_page(url: str, links: Sequence[str], base: str | None = None) -> HtmlResponse:
+    """A downloaded page as the spider's parse gets it: the spider's link work without a crawl."""
+    head = '<meta charset="utf-8">' + (f'<base href="{base}">' if base is not None else "")
+    return HtmlResponse(
+        url, body=page("Links", links=links, head=head).encode(), encoding="utf-8",
+        headers={"Content-Type": "text/html; charset=utf-8"}, request=scrapy.Request(url, meta={"webqa_depth": 0}),
+    )
+
+
+def parsed_links(spider: urls_spider.UrlsSpider, response: HtmlResponse) -> list[str]:
+    (fetched,) = spider.parse(response, response.url)  # depth 0: the page and no requests
+    assert isinstance(fetched, FetchedPage)
+    return fetched.links
+
+
+def extractor_links(response: HtmlResponse) -> list[str]:
+    """What Scrapy's own LinkExtractor finds on the page to the page's host, normalised: the spider's yardstick."""
+    host = urls_spider._hostname(response.url)
+    found = [normalise_url(link.url)[0] for link in LinkExtractor(unique=True).extract_links(response)]
+    return list(dict.fromkeys(url for url in found if url is not None and urls_spider._hostname(url) == host))
+
+
+def test_link_cache_keeps_within_its_bound_and_resolves_right_after_starting_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(urls_spider, "_RESOLVED_LINKS_KEPT", 5)
+    spider = urls_spider.UrlsSpider(urls="http://127.0.0.1/")
+    # 9 distinct targets a page, shared in part with the other pages, in three folders: each page fills
+    # the cache past its bound, and the second round meets targets both still cached and forgotten.
+    responses = [
+        spider_page(f"http://127.0.0.1/d{i % 3}/p{i}.html",
+                    [*(f"t{j}.html" for j in range(i, i + 4)), "/index.html", "../up.html", "//127.0.0.1/abs.html",
+                     "https://other.example/x.html", "#top"])
+        for i in range(8)
+    ]
+    assert parsed_links(spider, responses[1]) == [
+        "http://127.0.0.1/d1/t1.html", "http://127.0.0.1/d1/t2.html", "http://127.0.0.1/d1/t3.html",
+        "http://127.0.0.1/d1/t4.html", "http://127.0.0.1/index.html", "http://127.0.0.1/up.html",
+        "http://127.0.0.1/abs.html", "http://127.0.0.1/d1/p1.html",
+    ]
+    for response in responses * 2:
+        assert parsed_links(spider, response) == extractor_links(response), response.url
+        assert 0 < len(spider._resolved) <= 5
+
+
+def test_links_the_base_url_leaves_relative_are_resolved_against_their_own_page() -> None:
+    spider = urls_spider.UrlsSpider(urls="http://127.0.0.1/")
+    checked = []
+    # A scheme-relative link takes the scheme of the page it is on, in the cache as without it.
+    for scheme in ("http", "https"):
+        checked.append((spider_page(f"{scheme}://127.0.0.1/guide.html", ["//127.0.0.1/r.html"]),
+                        [f"{scheme}://127.0.0.1/r.html"]))
+    # A base URL of a scheme without hosts (about:, data:, mailto:) leaves it as it is for the page's own
+    # URL to complete; a '://' later in the link must not make it look absolute.
+    for scheme in ("http", "https"):
+        checked.append((spider_page(f"{scheme}://127.0.0.1/docs/index.html",
+                                    ["//127.0.0.1/p.html", "//127.0.0.1/q.html?next=://"], base="about:blank"),
+                        [f"{scheme}://127.0.0.1/p.html", f"{scheme}://127.0.0.1/q.html?next=://"]))
+    # urljoin joins only within one scheme: under a base of another, 'https:x' is left to the page's URL,
+    # whose folder differs from page to page.
+    for folder in ("a", "b"):
+        checked.append((spider_page(f"https://127.0.0.1/{folder}/index.html", ["https:x.html?next=://"],
+                                    base="http://127.0.0.1/"),
+                        [f"https://127.0.0.1/{folder}/x.html?next=://"]))
+    for response, expected in checked:
+        assert parsed_links(spider, response) == expected == extractor_links(response), response.url
 
 
 # -- 9. nothing to do --------------------------------------------------------------------------
