@@ -742,3 +742,54 @@ def test_pages_queued_for_a_worker_are_not_timed_out(monkeypatch: pytest.MonkeyP
     finally:
         pipeline.close_spider()
     assert [type(r).__name__ for r in results] == ["ExtractedPage"] * 6, [getattr(r, "reason", r) for r in results]
+
+
+class HeldSubmitThread(ThreadPoolExecutor):
+    """The event loop's default executor, whose one thread is held until ``release``: a page waits
+    there for the thread that submits it to the extraction pool."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.queued = threading.Event()
+        self._gate = threading.Event()
+        super().submit(self._gate.wait)
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        self.queued.set()
+        return super().submit(fn, *args, **kwargs)
+
+    def release(self) -> None:
+        self._gate.set()
+
+
+def test_a_page_whose_pool_is_replaced_while_it_waits_to_be_submitted_goes_to_the_new_pool() -> None:
+    pipeline = extraction.ExtractionPipeline(
+        SimpleNamespace(stats=None), workers=1, max_seconds=10, max_tokens=350, overlap_tokens=40  # type: ignore[arg-type]
+    )
+    held = HeldSubmitThread()
+
+    async def replaced_meanwhile() -> tuple[Any, Any]:
+        asyncio.get_running_loop().set_default_executor(held)
+        try:
+            waiting = asyncio.ensure_future(pipeline.process_item(fetched_page("http://127.0.0.1/waiting.html", page("Waiting"))))
+            while not held.queued.is_set() and not waiting.done():
+                await asyncio.sleep(0)
+            assert held.queued.is_set(), waiting
+            # The page holds the pool it will submit to; another page's dead or hung worker has that pool
+            # replaced and shut down meanwhile, as _extract does.
+            old = pipeline.pool
+            assert old is not None
+            pipeline._replace_pool(old)
+            assert pipeline.pool is not old
+        finally:
+            held.release()  # asyncio.run waits for the default executor's thread at its end
+        return await waiting, old
+
+    pipeline.open_spider()
+    try:
+        result, old = asyncio.run(replaced_meanwhile())
+    finally:
+        pipeline.close_spider()
+    with pytest.raises(RuntimeError, match="after shutdown"):  # what the page's submit met
+        old.submit(print)
+    assert isinstance(result, ExtractedPage) and result.title == "Waiting", getattr(result, "reason", result)
