@@ -1,4 +1,5 @@
-"""The crawl side of the DuckDB store, without a crawl: pages, chunks, the fetch log, the BM25 index, locks."""
+"""The crawl side of the DuckDB store, without a crawl: pages, chunks, the fetch log, the BM25 index, locks,
+the crawl pipeline closing its store."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import duckdb
 import pytest
@@ -17,6 +19,7 @@ from jobs.errors import DatabaseLockedError, ExitCode, StoreError
 from pipelines import schema
 from pipelines.chunk import HEADING_SEPARATOR, Chunk
 from pipelines.store import PageRecord, Store, utcnow
+from pipelines.store_pipeline import StorePipeline
 from pipelines.vectors import embed_key
 
 URL = "https://docs.example.org/json.html"
@@ -561,3 +564,42 @@ def test_a_failed_batch_leaves_every_page_as_it_was(store: Store) -> None:
                           (record(body="<html>v2</html>"), broken)], 2)
     assert _everything(store) == before
     assert store.save_pages([(record(OTHER, "<html>csv</html>"), CSV_CHUNKS)], 3) == ["new"]
+
+
+# -- the crawl's store pipeline --------------------------------------------------------------------
+
+_OPEN_FOR_WRITING = """
+import sys, duckdb
+conn = duckdb.connect(sys.argv[1])
+conn.execute("CREATE TABLE after_the_crawl (x INTEGER)")
+print(conn.execute("SELECT status FROM crawl_runs").fetchall())
+conn.close()
+"""
+
+
+def test_the_crawls_store_is_closed_even_when_resetting_its_threads_fails(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "webqa.duckdb"
+    pipeline = StorePipeline(SimpleNamespace(spider=None, stats=None, engine=None), str(path), None)  # type: ignore[arg-type]
+    pipeline.open_spider()
+    pipeline.close_spider()
+    store = pipeline.store
+    assert store is not None
+
+    def fatal(threads: int | None) -> None:
+        # What every statement but close raises once DuckDB has met a fatal error (a failed WAL write).
+        raise duckdb.FatalException("FATAL Error: Failed: database has been invalidated because of a previous fatal error")
+
+    monkeypatch.setattr(store, "set_threads", fatal)
+    pipeline.spider_closed("finished")  # recorded, not raised
+
+    assert pipeline.store is None
+    assert pipeline.failure == (f"{path}: writing to the database failed: FATAL Error: Failed: database has been "
+                                "invalidated because of a previous fatal error; the crawl stopped and the pages "
+                                "stored before it are kept; free space on that disk and crawl again")
+    with pytest.raises(duckdb.ConnectionException):
+        store.conn.execute("SELECT 1")
+    # The file is released: another process may open it for writing (DuckDB locks it while it is open).
+    other = subprocess.run([sys.executable, "-c", _OPEN_FOR_WRITING, str(path)], capture_output=True, text=True, timeout=60)
+    assert other.returncode == 0, other.stderr
+    assert other.stdout.strip() == "[('done',)]"  # the run was finished before the threads were reset
