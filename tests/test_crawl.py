@@ -771,7 +771,8 @@ def test_a_page_whose_pool_is_replaced_while_it_waits_to_be_submitted_goes_to_th
     async def replaced_meanwhile() -> tuple[Any, Any]:
         asyncio.get_running_loop().set_default_executor(held)
         try:
-            waiting = asyncio.ensure_future(pipeline.process_item(fetched_page("http://127.0.0.1/waiting.html", page("Waiting"))))
+            item = fetched_page("http://127.0.0.1/waiting.html", page("Waiting"))
+            waiting = asyncio.ensure_future(pipeline.process_item(item))
             while not held.queued.is_set() and not waiting.done():
                 await asyncio.sleep(0)
             assert held.queued.is_set(), waiting
