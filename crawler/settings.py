@@ -67,6 +67,12 @@ DOWNLOADER_MIDDLEWARES = {
     "crawler.middlewares.retry_after.RetryAfterMiddleware": 550,
 }
 
+SPIDER_MIDDLEWARES = {
+    # Outermost (before HttpErrorMiddleware's 50), so it sees what the spider and every spider middleware
+    # raise: an unexpected exception is the URL's failure, not a URL lost with only a line in Scrapy's log.
+    "crawler.middlewares.internal_error.InternalErrorMiddleware": 10,
+}
+
 ITEM_PIPELINES = {
     "pipelines.extraction.ExtractionPipeline": 100,
     "pipelines.store_pipeline.StorePipeline": 800,

@@ -56,3 +56,11 @@ class ExtractedPage:
     text_bytes: int
     chunks: list[Chunk] = field(default_factory=list)
     seconds: float = 0.0
+
+
+def internal_failure(url: str, exc: BaseException, status: int | None = None) -> FetchOutcome:
+    """The record of a URL whose handling raised what nothing expected: a bug in webqa, recorded as the
+    URL's failure (so the crawl's summary and exit code count it) in words that say to report it."""
+    lines = str(exc).strip().splitlines()
+    detail = f": {lines[0][:300]}" if lines else ""
+    return FetchOutcome(url, "failed", f"internal error: {type(exc).__name__}{detail}; please report it", status)

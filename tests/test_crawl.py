@@ -36,6 +36,7 @@ from crawler.urllist import normalise_url
 from pipelines.items import ExtractedPage, FetchedPage, FetchOutcome
 from pipelines import extraction
 from pipelines.chunk import HEADING_SEPARATOR
+from tests.support.bugs import run_cli_with_bugs
 from tests.support.crawling import REPO, chunk_ids, crawl_api, fetch_log, ok, page, pages, prose, rows, run_cli, summary
 from tests.site_server import FIXED_LAST_MODIFIED, RequestInfo, SiteServer
 
@@ -586,6 +587,63 @@ def test_nothing_fetchable_exits_3(site: SiteServer, tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+# -- 9b. bugs: an unexpected exception costs its URL, and says so ----------------------------------
+
+
+def internal_error(exc: str) -> str:
+    return f"internal error: {exc}; please report it"
+
+
+def test_a_url_whose_handling_raises_is_recorded_failed_and_the_others_go_on(site: SiteServer, tmp_path: Path) -> None:
+    # Scrapy logs what a spider callback or errback raises (only with -v here) and drops the URL: without a
+    # record it was in neither the summary nor fetch_log, and a crawl of only such URLs said "0 failed".
+    site.add(0, "/ok.html", page("Fine page"))
+    site.add(0, "/bug-parse.html", page("Parse bug"))
+    ok_url, parse_url = site.url(0, "/ok.html"), site.url(0, "/bug-parse.html")
+    errback_url = f"http://127.0.0.1:{closed_port()}/bug-errback.html"
+    parse_reason = internal_error(f"ValueError: planted in _page_links for {parse_url}")
+    errback_reason = internal_error("KeyError: 'planted in describe_failure'")
+    db = tmp_path / "bugs.duckdb"
+
+    result = run_cli_with_bugs("parse,errback", ok_url, parse_url, errback_url, db=db)
+
+    assert result.returncode == 1, result.stderr
+    assert summary(result) | {"fetched": 1, "failed": 2} == summary(result)
+    assert f"  {parse_url}: failed: {parse_reason}" in result.stderr.splitlines()
+    assert f"  {errback_url}: failed: {errback_reason}" in result.stderr.splitlines()
+    # Logged at ERROR with the traceback, for the report.
+    assert f"ERROR crawler.middlewares.internal_error: {parse_url}: {parse_reason}" in result.stderr
+    assert "ValueError: planted in _page_links" in result.stderr and "Traceback" in result.stderr
+    assert fetch_log(db) == {parse_url: ("failed", parse_reason, 200), errback_url: ("failed", errback_reason, None)}
+    assert set(pages(db)) == {ok_url}
+    assert rows(db, "SELECT status, fetched, failed FROM crawl_runs") == [("done", 1, 2)]
+
+    # Nothing else to crawl: the verdict names the failure and its cause.
+    result = run_cli_with_bugs("parse", parse_url, db=tmp_path / "only.duckdb")
+    assert result.returncode == 3, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1 and errors[0].startswith("Error: no URL could be fetched (1 failed, 0 skipped)"), result.stderr
+    assert f"  {parse_url}: failed: {parse_reason}" in result.stderr.splitlines()
+
+
+def test_a_bug_after_a_page_is_recorded_is_logged_and_the_page_keeps_its_one_record(site: SiteServer, tmp_path: Path) -> None:
+    # The spider yields a page before the requests for its links; a bug in following them must not add
+    # a failed row to a stored page, nor pass unseen.
+    site.add(0, "/links.html", page("Links", links=["/other.html", "/bug-follow.html"]))
+    site.add(0, "/other.html", page("Other"))
+    links_url = site.url(0, "/links.html")
+    db = tmp_path / "follow.duckdb"
+
+    result = run_cli_with_bugs("follow", links_url, "--depth", "1", db=db)
+
+    assert result.returncode == 0, result.stderr
+    assert (f"ERROR crawler.middlewares.internal_error: Internal error after recording {links_url} (some of its "
+            "links may not be followed); please report it") in result.stderr
+    assert "ValueError: planted in _follow" in result.stderr
+    assert set(pages(db)) == {links_url}
+    assert fetch_log(db) == {}
+
+
 # -- 10. scrapy's own command line -------------------------------------------------------------
 
 
@@ -794,3 +852,4 @@ def test_a_page_whose_pool_is_replaced_while_it_waits_to_be_submitted_goes_to_th
     with pytest.raises(RuntimeError, match="after shutdown"):  # what the page's submit met
         old.submit(print)
     assert isinstance(result, ExtractedPage) and result.title == "Waiting", getattr(result, "reason", result)
+

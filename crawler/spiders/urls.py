@@ -2,6 +2,7 @@
 
 Every URL ends as exactly one item: a ``FetchedPage`` for HTML to clean, or a ``FetchOutcome`` saying
 why there is none (invalid, robots.txt, HTTP error, not HTML, 304 …), so nothing is dropped silently.
+Not even by a bug: what the spider raises unexpectedly is the URL's failure (crawler/middlewares/internal_error.py).
 
 A page within the depth leads on to its links whether or not it is downloaded this run: a 304 or a
 page skipped as fresh leads on to the links stored with it (``stored_links``, read from the store by
@@ -40,6 +41,7 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.internet import error as twisted_errors
 from twisted.python.failure import Failure
 
+from crawler.middlewares.internal_error import guarded
 from crawler.middlewares.ssrf import GuardedResolver, blocked_reason_for_host
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
 from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
@@ -325,6 +327,11 @@ class UrlsSpider(scrapy.Spider):
     def on_error(self, failure: Failure) -> Iterable[Any]:
         request = failure.request  # type: ignore[attr-defined]
         url = request.cb_kwargs.get("listed_url", request.url)
+        # A bug here is the URL's failure too: Scrapy hands an errback's output and exceptions to no spider middleware.
+        crawler = getattr(self, "crawler", None)
+        return guarded(url, self._on_error(failure, request, url), crawler.stats if crawler is not None else None)
+
+    def _on_error(self, failure: Failure, request: scrapy.Request, url: str) -> Iterator[Any]:
         outcome, reason = describe_failure(failure, self.settings.getint("REDIRECT_MAX_TIMES"))
         self._count(f"{outcome}/{reason.split(':')[0].split(' (')[0].replace(' ', '_')}")
         log.info("%s %s: %s", outcome.capitalize(), url, reason)
