@@ -24,7 +24,7 @@ from scrapy.crawler import Crawler
 
 from pipelines import defaults
 from pipelines.extract import PageResult, process_page
-from pipelines.items import ExtractedPage, FetchedPage, FetchOutcome
+from pipelines.items import ExtractedPage, FetchedPage, FetchOutcome, internal_failure
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,14 @@ class ExtractionPipeline:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.workers)
         async with self._slots:
-            return await self._extract(item, work, loop)
+            try:
+                return await self._extract(item, work, loop)
+            except Exception as exc:  # noqa: BLE001 - a bug must cost this page, recorded, not lose it
+                outcome = internal_failure(item.url, exc, item.status)
+                log.error("%s: %s", item.url, outcome.reason, exc_info=exc)
+                if self.crawler.stats is not None:
+                    self.crawler.stats.inc_value("webqa/failed/internal_error")
+                return outcome
 
     async def _extract(self, item: FetchedPage, work: Any, loop: asyncio.AbstractEventLoop) -> Any:
         for attempt in (1, 2):
@@ -186,15 +193,17 @@ class ExtractionPipeline:
                 # Submitted from a thread: the pool starts a worker on demand, and the first one waits for
                 # the forkserver to import the extraction code, which would hold up the reactor meanwhile. On
                 # demand, not with the crawl: a re-crawl answered with 304s needs no worker at all.
-                try:
-                    submitted = await loop.run_in_executor(None, pool.submit, work)
-                except RuntimeError:  # "cannot schedule new futures after shutdown"
-                    if self.pool is pool or self.pool is None:
-                        raise
-                    # Replaced while this page waited for its thread (another page's worker hung or died):
-                    # the new pool takes it.
-                    pool = self.pool
-                    submitted = await loop.run_in_executor(None, pool.submit, work)
+                while True:
+                    try:
+                        submitted = await loop.run_in_executor(None, pool.submit, work)
+                        break
+                    except RuntimeError:  # "cannot schedule new futures after shutdown"
+                        if self.pool is pool or self.pool is None:
+                            raise
+                        # Replaced while this page waited for its thread (another page's worker hung or
+                        # died): the new pool takes it, or the next one if that is replaced meanwhile too.
+                        # Bounded: each round needs another replacement, i.e. another page's failure.
+                        pool = self.pool
                 result: PageResult = await asyncio.wait_for(
                     asyncio.wrap_future(submitted),
                     timeout=self.backstop_factor * self.max_seconds + self.backstop_seconds,

@@ -14,7 +14,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.utils.defer import deferred_from_coro
 
-from pipelines.items import ExtractedPage, FetchOutcome
+from pipelines.items import ExtractedPage, FetchOutcome, internal_failure
 from pipelines.store import PageRecord, Store
 
 log = logging.getLogger(__name__)
@@ -236,12 +236,15 @@ class StorePipeline:
             self._write_pages(pages)
         outcomes = [item for item in batch if isinstance(item, FetchOutcome)]
         if outcomes:
-            assert self.store is not None
-            counts: dict[str, int] = {}
-            with self.store.transaction():
-                for item in outcomes:
-                    _add(counts, self._record(item))
-            self._written.put(counts)
+            self._write_outcomes(outcomes)
+
+    def _write_outcomes(self, outcomes: list[FetchOutcome]) -> None:
+        assert self.store is not None
+        counts: dict[str, int] = {}
+        with self.store.transaction():
+            for item in outcomes:
+                _add(counts, self._record(item))
+        self._written.put(counts)
 
     def _write_pages(self, pages: list[ExtractedPage]) -> None:
         """One transaction for the pages; if it fails, one each, so a bad page costs only itself.
@@ -255,7 +258,11 @@ class StorePipeline:
             if len(pages) == 1:
                 if isinstance(exc, STORAGE_ERRORS):
                     raise
-                log.error("Could not store %s: %s", pages[0].page.url, exc)
+                # Not the database refusing writes but a bug: the page is recorded as failed, not lost.
+                page = pages[0].page
+                outcome = internal_failure(page.url, exc, page.status)
+                log.error("%s: %s", page.url, outcome.reason, exc_info=exc)
+                self._write_outcomes([outcome])
                 return
             log.warning("Storing a batch of %d pages failed (%s); storing them one by one", len(pages), exc)
             for item in pages:

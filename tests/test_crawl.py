@@ -644,6 +644,27 @@ def test_a_bug_after_a_page_is_recorded_is_logged_and_the_page_keeps_its_one_rec
     assert fetch_log(db) == {}
 
 
+def test_a_page_the_item_pipelines_raise_on_is_recorded_failed(site: SiteServer, tmp_path: Path) -> None:
+    # An exception out of an item pipeline drops the item in Scrapy: the page was neither stored nor logged.
+    for path in ("/ok.html", "/bug-extract.html", "/bug-store.html"):
+        site.add(0, path, page(f"Page {path}"))
+    ok_url, extract_url, store_url = (site.url(0, p) for p in ("/ok.html", "/bug-extract.html", "/bug-store.html"))
+    extract_reason = internal_error("RuntimeError: planted in the extraction worker")
+    store_reason = internal_error("TypeError: planted in save_pages")
+    db = tmp_path / "pipelines.duckdb"
+
+    result = run_cli_with_bugs("extract,store", ok_url, extract_url, store_url, db=db)
+
+    assert result.returncode == 1, result.stderr
+    assert f"ERROR pipelines.extraction: {extract_url}: {extract_reason}" in result.stderr
+    assert f"ERROR pipelines.store_pipeline: {store_url}: {store_reason}" in result.stderr
+    assert f"  {extract_url}: failed: {extract_reason}" in result.stderr.splitlines()
+    assert f"  {store_url}: failed: {store_reason}" in result.stderr.splitlines()
+    assert fetch_log(db) == {extract_url: ("failed", extract_reason, 200), store_url: ("failed", store_reason, 200)}
+    assert set(pages(db)) == {ok_url}
+    assert rows(db, "SELECT status, fetched, failed FROM crawl_runs") == [("done", 1, 2)]
+
+
 # -- 10. scrapy's own command line -------------------------------------------------------------
 
 
@@ -853,3 +874,41 @@ def test_a_page_whose_pool_is_replaced_while_it_waits_to_be_submitted_goes_to_th
         old.submit(print)
     assert isinstance(result, ExtractedPage) and result.title == "Waiting", getattr(result, "reason", result)
 
+
+class ReplacingSubmitThread(ThreadPoolExecutor):
+    """The event loop's default executor, which has the pipeline's pool replaced (as another page's dead
+    or hung worker would) before each of the first ``times`` submits it is asked to run."""
+
+    def __init__(self, pipeline: extraction.ExtractionPipeline, times: int) -> None:
+        super().__init__(1)
+        self.pipeline, self.times = pipeline, times
+        self.replaced: list[Any] = []
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if self.times:
+            self.times -= 1
+            old = self.pipeline.pool
+            self.pipeline._replace_pool(old)  # type: ignore[arg-type]
+            self.replaced.append(old)
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_a_page_whose_pool_is_replaced_again_after_the_first_replacement_goes_to_the_newest_pool() -> None:
+    # Each retry can meet another replacement (workers hang or die again); one retry only let the second
+    # "cannot schedule new futures after shutdown" out of the pipeline, and Scrapy dropped the page.
+    pipeline = extraction.ExtractionPipeline(
+        SimpleNamespace(stats=None), workers=1, max_seconds=10, max_tokens=350, overlap_tokens=40  # type: ignore[arg-type]
+    )
+    replacing = ReplacingSubmitThread(pipeline, times=2)
+
+    async def replaced_twice() -> Any:
+        asyncio.get_running_loop().set_default_executor(replacing)
+        return await pipeline.process_item(fetched_page("http://127.0.0.1/twice.html", page("Twice")))
+
+    pipeline.open_spider()
+    try:
+        result = asyncio.run(replaced_twice())
+    finally:
+        pipeline.close_spider()
+    assert len(replacing.replaced) == 2 and replacing.replaced[0] is not replacing.replaced[1]
+    assert isinstance(result, ExtractedPage) and result.title == "Twice", getattr(result, "reason", result)
