@@ -123,6 +123,12 @@ class CrawlSummary:
         return self.count("gone")
 
     @property
+    def internal_errors(self) -> int:
+        """Bugs met after a URL had its record (e.g. while following its links), logged with their
+        tracebacks: the crawl may have missed pages, so its verdict is partial."""
+        return self.count("internal_errors")
+
+    @property
     def processed(self) -> int:
         """URLs that reached the server and left the store current (new, changed, unchanged, 304)."""
         return self.count("fetched") + self.count("not_modified")
@@ -138,6 +144,7 @@ class CrawlSummary:
             f"HTML {self.count('html_bytes') / MB:.2f} MB → text {self.count('text_bytes') / MB:.2f} MB; "
             f"chunks written {self.count('chunks')}"
             + (f"; gone {self.gone} (no longer reached by the job)" if self.gone else "")
+            + (f"; internal errors {self.internal_errors} (logged; please report them)" if self.internal_errors else "")
             + (f"; stopped after {self.stopped_after:g} s (crawl.max_duration)" if self.stopped_after else "")
         )
 

@@ -548,8 +548,10 @@ def cmd_crawl(args: argparse.Namespace, console: Console) -> int:
     _crawl_failures(console, summary)
     if summary.workers_lost:  # a crawl through Redis: their leases were fetched again, but cron hears of it
         console.important(f"Notice: workers lost: {summary.workers_lost}")
-    # A crawl stopped by --max-duration left URLs unfetched: partial, like failed ones.
-    return ExitCode.OK if not summary.failures and not summary.stopped_after else ExitCode.PARTIAL
+    # A crawl stopped by --max-duration left URLs unfetched, and one that met a bug may have: partial, like
+    # failed ones.
+    partial = summary.failures or summary.stopped_after or summary.internal_errors
+    return ExitCode.PARTIAL if partial else ExitCode.OK
 
 
 def _crawl_failures(console: Console, summary: Any) -> None:

@@ -122,6 +122,8 @@ def verdict(*, counts: dict[str, int], crawl: CrawlReport, degraded: list[str], 
         reasons.append(f"{len(crawl.stale)} pages answered from stale copies")
     if crawl.stopped_after:
         reasons.append(f"the crawl stopped after {crawl.stopped_after:g} s (crawl.max_duration)")
+    if crawl.summary is not None and getattr(crawl.summary, "internal_errors", 0):
+        reasons.append(f"the crawl met {crawl.summary.internal_errors} internal errors (logged; please report them)")
     if degraded and not allow_degraded and not dry_run:
         reasons.append("degraded: " + "; ".join(degraded))
     if reasons:

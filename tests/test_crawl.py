@@ -636,12 +636,28 @@ def test_a_bug_after_a_page_is_recorded_is_logged_and_the_page_keeps_its_one_rec
 
     result = run_cli_with_bugs("follow", links_url, "--depth", "1", db=db)
 
-    assert result.returncode == 0, result.stderr
+    # Partial, not done: the crawl may have missed the pages behind the links it could not follow.
+    assert result.returncode == 1, result.stderr
+    assert "; internal errors 1 (logged; please report them)" in result.stdout + result.stderr
     assert (f"ERROR crawler.middlewares.internal_error: Internal error after recording {links_url} (some of its "
             "links may not be followed); please report it") in result.stderr
     assert "ValueError: planted in _follow" in result.stderr
     assert set(pages(db)) == {links_url}
     assert fetch_log(db) == {}
+
+
+def test_a_run_whose_crawl_met_a_bug_after_recording_is_partial() -> None:
+    # `webqa run` reads the crawl's summary: a bug that may have cost pages must not end as "done".
+    from crawler.run import CrawlSummary
+    from jobs.runner import CrawlReport, verdict
+
+    summary = CrawlSummary(1, {"fetched": 2, "internal_errors": 1}, [], 0, 1.0)
+    result = verdict(counts={"questions": 1}, crawl=CrawlReport(summary=summary), degraded=[], allow_degraded=False)
+    assert (result.status, int(result.exit_code)) == ("partial", 1)
+    assert "the crawl met 1 internal errors" in (result.reason or "")
+    clean = verdict(counts={"questions": 1}, crawl=CrawlReport(summary=CrawlSummary(1, {"fetched": 2}, [], 0, 1.0)),
+                    degraded=[], allow_degraded=False)
+    assert (clean.status, int(clean.exit_code)) == ("done", 0)
 
 
 def test_a_page_the_item_pipelines_raise_on_is_recorded_failed(site: SiteServer, tmp_path: Path) -> None:

@@ -64,6 +64,10 @@ def internal_error(url: str, exc: Exception, status: int | None = None, *, recor
     if stats is not None:
         stats.inc_value("webqa/failed/internal_error")
     if recorded:
+        # The URL keeps its one record, but the crawl did not do all it should: its summary says so and
+        # its exit code is partial (crawler.run.CrawlSummary.internal_errors).
+        if stats is not None:
+            stats.inc_value("webqa/count/internal_errors")
         log.error("Internal error after recording %s (some of its links may not be followed); please report it",
                   url, exc_info=exc)
         return []
