@@ -23,6 +23,10 @@ DOWNLOAD_DELAY = _defaults.DELAY
 DOWNLOAD_DELAY_JITTER = 0
 # Many hosts may be crawled in parallel; politeness is per host.
 CONCURRENT_REQUESTS = 32
+# How many of one response's outputs are processed at once. Scrapy starts this many tasks for every
+# response; ours yields one record and its links (requests, queued at once), so Scrapy's 100 only cost
+# the reactor thread time (BENCHMARKS.md, "The daily re-crawl as a crawl").
+CONCURRENT_ITEMS = 4
 
 # A redirect chain longer than this is a loop or a trap.
 REDIRECT_MAX_TIMES = 5
@@ -94,5 +98,9 @@ WEBQA_ROBOTS_CACHE_TTL = 24 * 3600
 TELNETCONSOLE_ENABLED = False
 # Nor a remote control server; leaving it out also spares every crawl's start the import of aiohttp.
 EXTENSIONS = {"scrapy.extensions.remote_control.RemoteControl": None}
+# Scrapy's lint for `return value` in generator callbacks re-reads and parses the callback's source for
+# every response whenever its cache misses, which it does with a bound method per request: a fifth of the
+# reactor thread's time in a 304 re-crawl (BENCHMARKS.md). Our callbacks are covered by tests instead.
+WARN_ON_GENERATOR_RETURN_VALUE = False
 # Our own summary line replaces Scrapy's INFO chatter; `webqa -v` turns it back on.
 LOG_LEVEL = "INFO"
