@@ -78,6 +78,16 @@ DEVSETS = {
 }
 
 
+
+def _stored_html(conn: Any, url: str) -> str | None:
+    """A page's stored HTML (page_html keeps it compressed; older rows as text)."""
+    from pipelines.store import decompress_html
+
+    row = conn.execute("SELECT html, html_z FROM page_html WHERE url = ?", [url]).fetchone()
+    if row is None:
+        return None
+    return decompress_html(row[1]) if row[1] is not None else row[0]
+
 def use_devset(name: str) -> DevsetKind:
     """Point the module at one development corpus (the python manual is the default)."""
     global QUESTIONS, URLS, CORPUS, DEVSET_DB, RESULTS_PREFIX
@@ -444,10 +454,10 @@ def correct_in_html(conn: Any, funnels: Sequence[Any]) -> list[str]:
     for f in funnels:
         if f.in_html is None or not f.question.expect:
             continue
-        row = conn.execute("SELECT html FROM page_html WHERE url = ?", [f.question.url]).fetchone()
-        if row is None or row[0] is None:
+        html = _stored_html(conn, f.question.url)
+        if html is None:
             continue
-        verdict = contains_any(page_text(row[0]), f.question.expect)
+        verdict = contains_any(page_text(html), f.question.expect)
         if verdict != f.in_html:
             f.in_html = verdict
             changed.append(f.question.id)
@@ -879,8 +889,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             details[f.question.id] = {"stage": "fetch", "why": why}
             print(f"  {f.question.id}: fetch: {why}")
         for f in lost_cleaning:
-            html, extractor = conn.execute("SELECT h.html, p.extractor FROM pages p JOIN page_html h USING (url) "
-                                           "WHERE url = ?", [f.question.url]).fetchone()
+            html = _stored_html(conn, f.question.url)
+            (extractor,) = conn.execute("SELECT extractor FROM pages WHERE url = ?", [f.question.url]).fetchone()
             modes = cleaning_modes(html, f.question.url, f.question.expect)
             where = locate_phrase(html, f.question.expect)
             keep = [m for m in ("recall", "body") if modes.get(m, {}).get("in_chunk")]

@@ -6,7 +6,7 @@ keeps working instead of failing on a missing column.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -80,10 +80,13 @@ CREATE TABLE IF NOT EXISTS job_pages (
 );
 
 -- The fetched HTML, kept apart so queries over pages stay light; `webqa eval` reads it to tell
--- whether an answer was lost at cleaning.
+-- whether an answer was lost at cleaning. Stored zlib-compressed (html_z, UTF-8): writing a changed page
+-- makes DuckDB rewrite the table's last row group at the next checkpoint, and compressed that is a fifth of
+-- the bytes (BENCHMARKS.md, "The daily re-crawl as a crawl"). html holds pages stored before schema 7.
 CREATE TABLE IF NOT EXISTS page_html (
     url VARCHAR PRIMARY KEY,
-    html VARCHAR
+    html VARCHAR,
+    html_z BLOB
 );
 
 CREATE TABLE IF NOT EXISTS chunks (
@@ -319,4 +322,6 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     # 6: the Ollama server that answered, since a job may spread its questions over several (ollama.hosts).
     6: ["ALTER TABLE answers ADD COLUMN IF NOT EXISTS host VARCHAR"],
+    # 7: new pages' HTML stored compressed (page_html.html_z); the stored ones are read as they are.
+    7: ["ALTER TABLE page_html ADD COLUMN IF NOT EXISTS html_z BLOB"],
 }

@@ -11,6 +11,7 @@ import importlib.util
 import logging
 import re
 import sys
+import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,7 +24,6 @@ import duckdb
 from pipelines.errors import DatabaseLockedError, StoreError
 from pipelines import defaults, schema, search_index, vectors
 from pipelines.chunk import Chunk
-from pipelines.sql import insert_rows
 from pipelines.vectors import embed_key
 
 log = logging.getLogger(__name__)
@@ -292,45 +292,9 @@ class Store:
 
         An unchanged body (same content hash) only refreshes the bookkeeping columns; a changed one
         replaces the page's chunks in one transaction, so a crash never leaves half a page. Either way
-        the page's out-links are replaced with ``page.links`` in the same transaction.
+        the page's out-links are replaced with ``page.links`` in the same transaction (``save_pages``).
         """
-        previous = self.page_hash(page.url)
-        if previous == page.content_hash:
-            with self.transaction():
-                self.conn.execute(
-                    "UPDATE pages SET checked_at = ?, fetched_at = ?, status = ?, final_url = ?, etag = ?, "
-                    "last_modified = ?, links_at = ? WHERE url = ?",
-                    [page.fetched_at, page.fetched_at, page.status, page.final_url, page.etag, page.last_modified,
-                     page.fetched_at, page.url],
-                )
-                self._replace_links(page.url, page.links)
-            return "unchanged"
-        now = page.fetched_at
-        with self.transaction():
-            self.conn.execute("DELETE FROM chunks WHERE url = ?", [page.url])
-            self.conn.execute(
-                "INSERT OR REPLACE INTO pages (url, final_url, status, fetched_at, checked_at, content_type, etag, "
-                "last_modified, content_hash, title, lang, extractor, html_bytes, text_bytes, text, depth, "
-                "extract_seconds, crawl_run_id, changed_at, links_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    page.url, page.final_url, page.status, now, now, page.content_type, page.etag,
-                    page.last_modified, page.content_hash, page.title, page.lang, page.extractor,
-                    page.html_bytes, page.text_bytes, page.text, page.depth, page.extract_seconds,
-                    crawl_run_id, now, now,
-                ],
-            )
-            self.conn.execute("INSERT OR REPLACE INTO page_html VALUES (?, ?)", [page.url, page.html])
-            self._replace_links(page.url, page.links)
-            if chunks:
-                rows = [
-                    [c.chunk_id, page.url, c.ordinal, c.heading, c.text, c.token_estimate, c.content_hash,
-                     embed_key(c.heading, c.text)]
-                    for c in chunks
-                ]
-                insert_rows(self.conn, "INSERT OR REPLACE INTO chunks VALUES", rows)
-            self.index_pages([page.url], rows if chunks else ())
-        return "changed" if previous is not None else "new"
+        return self.save_pages([(page, chunks)], crawl_run_id)[0]
 
     def save_pages(self, pages: Sequence[tuple[PageRecord, Sequence[Chunk]]], crawl_run_id: int | None) -> list[str]:
         """``save_page`` for many pages in one transaction, one statement per table; the states in order.
@@ -357,9 +321,15 @@ class Store:
             if written:
                 changed_urls = [page.url for page, _ in written]
                 self.conn.execute("DELETE FROM chunks WHERE list_contains($urls, url)", {"urls": changed_urls})
+                replaced = [url for url in changed_urls if url in previous]
+                if replaced:
+                    # Deleted first: DuckDB's INSERT OR REPLACE of an existing row costs several times a
+                    # delete and an insert (BENCHMARKS.md, "The daily re-crawl as a crawl").
+                    self.conn.execute("DELETE FROM page_html WHERE list_contains($urls, url)", {"urls": replaced})
+                    self.conn.execute("DELETE FROM pages WHERE list_contains($urls, url)", {"urls": replaced})
                 records = [page for page, _ in written]
                 self.conn.execute(INSERT_PAGES, {**_columns(records, **_PAGE_COLUMNS), "run": crawl_run_id})
-                self.conn.execute(INSERT_PAGE_HTML, _columns(records, url=lambda p: p.url, html=lambda p: p.html))
+                self.conn.execute(INSERT_PAGE_HTML, _columns(records, url=lambda p: p.url, html=lambda p: compress_html(p.html)))
                 rows = [(c.chunk_id, page.url, c.ordinal, c.heading, c.text, c.token_estimate, c.content_hash,
                          embed_key(c.heading, c.text)) for page, chunks in written for c in chunks]
                 if rows:
@@ -383,12 +353,6 @@ class Store:
             self.conn.execute("DELETE FROM chunks WHERE url = ?", [url])
             self.index_pages([url])
         return row is not None
-
-    def _replace_links(self, url: str, links: Sequence[str]) -> None:
-        self.conn.execute("DELETE FROM page_links WHERE url = ?", [url])
-        if links:
-            insert_rows(self.conn, "INSERT INTO page_links (url, target, ordinal) VALUES",
-                        [[url, target, ordinal] for ordinal, target in enumerate(links)])
 
     def page_links(self) -> dict[str, list[str]]:
         """url → its stored out-links in page order, for every page whose links were recorded.
@@ -448,21 +412,29 @@ class Store:
         return [url for (url,) in rows]
 
     def mark_checked(self, url: str, status: int, etag: str | None = None, last_modified: str | None = None) -> None:
-        """A 304: the stored page stays, and we record that it was confirmed current.
+        """A 304: the stored page stays, and we record that it was confirmed current (``mark_checked_many``)."""
+        self.mark_checked_many([(url, etag, last_modified)])
 
-        ``fetched_at`` stays: it is when the stored body was downloaded (see the schema).
+    def mark_checked_many(self, rows: Sequence[tuple[str, str | None, str | None]]) -> None:
+        """304s for ``rows`` of (url, etag, last_modified), in one statement: each stored page stays, and is
+        recorded as confirmed current now, with the validators the server sent (None keeps the stored one).
+
+        ``fetched_at`` stays: it is when the stored body was downloaded (see the schema). One statement, not one
+        a page: a re-crawl is mostly 304s, and a statement each made the crawl's writer thread its bottleneck
+        (BENCHMARKS.md, "The daily re-crawl as a crawl"). URLs must be distinct.
         """
-        self.conn.execute(
-            "UPDATE pages SET checked_at = ?, etag = coalesce(?, etag), "
-            "last_modified = coalesce(?, last_modified) WHERE url = ?",
-            [utcnow(), etag, last_modified, url],
-        )
+        if rows:
+            self.conn.execute(MARK_CHECKED, {"now": utcnow(), **_columns(
+                rows, url=lambda r: r[0], etag=lambda r: r[1], last_modified=lambda r: r[2])})
 
     def log_fetch(self, crawl_run_id: int | None, url: str, outcome: str, reason: str, status: int | None = None) -> None:
-        self.conn.execute(
-            "INSERT INTO fetch_log (crawl_run_id, url, logged_at, status, outcome, reason) VALUES (?, ?, ?, ?, ?, ?)",
-            [crawl_run_id, url, utcnow(), status, outcome, reason],
-        )
+        self.log_fetches(crawl_run_id, [(url, outcome, reason, status)])
+
+    def log_fetches(self, crawl_run_id: int | None, rows: Sequence[tuple[str, str, str, int | None]]) -> None:
+        """fetch_log rows of (url, outcome, reason, status) for the crawl ``crawl_run_id``, in one statement."""
+        if rows:
+            self.conn.execute(INSERT_FETCH_LOG, {"run": crawl_run_id, "now": utcnow(), **_columns(
+                rows, url=lambda r: r[0], outcome=lambda r: r[1], reason=lambda r: r[2], status=lambda r: r[3])})
 
     def crawl_failures(self, crawl_run_id: int) -> list[dict[str, Any]]:
         """URLs that produced no page in this crawl (failed or skipped), why, and their stored copy's age.
@@ -503,9 +475,12 @@ class Store:
     def page_text_and_html(self, url: str) -> tuple[str | None, str | None] | None:
         """The stored text and HTML of a page (each None when absent); None when the page is not stored."""
         row = self.conn.execute(
-            "SELECT p.text, h.html FROM pages p LEFT JOIN page_html h USING (url) WHERE p.url = ?", [url]
+            "SELECT p.text, h.html, h.html_z FROM pages p LEFT JOIN page_html h USING (url) WHERE p.url = ?", [url]
         ).fetchone()
-        return None if row is None else (row[0], row[1])
+        if row is None:
+            return None
+        text, html, html_z = row
+        return text, decompress_html(html_z) if html_z is not None else html
 
     def chunk_texts(self, urls: Sequence[str] | None = None) -> list[tuple[str, str, str]]:
         """(chunk_id, heading_path, text) of the chunks of ``urls`` (None: every page), in page order."""
@@ -531,6 +506,16 @@ FROM (SELECT unnest($url) AS url, unnest($fetched)::TIMESTAMP AS fetched, unnest
              unnest($last_modified)::VARCHAR AS last_modified) v
 WHERE pages.url = v.url
 """
+MARK_CHECKED = """
+UPDATE pages SET checked_at = $now, etag = coalesce(v.etag, pages.etag),
+    last_modified = coalesce(v.last_modified, pages.last_modified)
+FROM (SELECT unnest($url) AS url, unnest($etag)::VARCHAR AS etag, unnest($last_modified)::VARCHAR AS last_modified) v
+WHERE pages.url = v.url
+"""
+INSERT_FETCH_LOG = """
+INSERT INTO fetch_log (crawl_run_id, url, logged_at, status, outcome, reason)
+SELECT $run, unnest($url), $now, unnest($status)::INTEGER, unnest($outcome)::VARCHAR, unnest($reason)::VARCHAR
+"""
 INSERT_PAGES = """
 INSERT OR REPLACE INTO pages (url, final_url, status, fetched_at, checked_at, content_type, etag, last_modified,
     content_hash, title, lang, extractor, html_bytes, text_bytes, text, depth, extract_seconds, crawl_run_id,
@@ -545,13 +530,25 @@ FROM (SELECT unnest($url) AS url, unnest($final_url)::VARCHAR AS final_url, unne
              unnest($text_bytes)::INTEGER AS text_bytes, unnest($text)::VARCHAR AS text,
              unnest($depth)::INTEGER AS depth, unnest($extract_seconds)::DOUBLE AS extract_seconds)
 """
-INSERT_PAGE_HTML = "INSERT OR REPLACE INTO page_html SELECT unnest($url), unnest($html)::VARCHAR"
+INSERT_PAGE_HTML = "INSERT OR REPLACE INTO page_html (url, html_z) SELECT unnest($url), unnest($html)::BLOB"
 INSERT_CHUNKS = """
 INSERT OR REPLACE INTO chunks
 SELECT unnest($chunk_id), unnest($url), unnest($ordinal)::INTEGER, unnest($heading)::VARCHAR, unnest($text)::VARCHAR,
        unnest($tokens)::INTEGER, unnest($hash), unnest($key)
 """
 INSERT_PAGE_LINKS = "INSERT INTO page_links (url, target, ordinal) SELECT unnest($url), unnest($target), unnest($ordinal)"
+
+def compress_html(html: str) -> bytes:
+    """A page's HTML as page_html.html_z stores it: UTF-8, zlib level 1 (fast; most of the gain of higher levels).
+
+    ``surrogatepass``: a body decoded with errors kept must still store and read back as it was.
+    """
+    return zlib.compress(html.encode("utf-8", "surrogatepass"), 1)
+
+
+def decompress_html(data: bytes) -> str:
+    return zlib.decompress(data).decode("utf-8", "surrogatepass")
+
 
 def _columns(rows: Sequence[Any], **columns: Any) -> dict[str, list[Any]]:
     """One list per named column (``name=function of a row``), for statements that unnest them."""

@@ -239,11 +239,17 @@ class StorePipeline:
             self._write_outcomes(outcomes)
 
     def _write_outcomes(self, outcomes: list[FetchOutcome]) -> None:
+        """The batch's 304s and fetch_log rows, one statement each (Store.mark_checked_many, log_fetches)."""
         assert self.store is not None
-        counts: dict[str, int] = {}
+        not_modified = [item for item in outcomes if item.outcome == "not_modified"]
+        logged = [item for item in outcomes if item.outcome != "not_modified"]
         with self.store.transaction():
-            for item in outcomes:
-                _add(counts, self._record(item))
+            self.store.mark_checked_many([(item.url, item.etag, item.last_modified) for item in not_modified])
+            self.store.log_fetches(self.crawl_run_id, [(item.url, item.outcome, item.reason, item.status)
+                                                       for item in logged])
+        counts: dict[str, int] = {}
+        for item in outcomes:
+            _add(counts, {item.outcome: 1})
         self._written.put(counts)
 
     def _write_pages(self, pages: list[ExtractedPage]) -> None:
@@ -280,14 +286,6 @@ class StorePipeline:
         if state != "unchanged":
             counts["chunks"] = len(item.chunks)
         return counts
-
-    def _record(self, item: FetchOutcome) -> dict[str, int]:
-        assert self.store is not None
-        if item.outcome == "not_modified":
-            self.store.mark_checked(item.url, 304, item.etag, item.last_modified)
-            return {"not_modified": 1}
-        self.store.log_fetch(self.crawl_run_id, item.url, item.outcome, item.reason, item.status)
-        return {item.outcome: 1}
 
     def _failed(self, exc: BaseException, *, stop: bool = True) -> None:
         """Remember the first failed write and stop the crawl: every later page would fail the same way."""

@@ -631,7 +631,8 @@ def test_decompression_bombs_are_stopped_at_the_size_limit(site: SiteServer, tmp
             f"response too large: more than {limit} bytes after decompression (DOWNLOAD_MAXSIZE; "), (path, reason)
         assert len(site.requests_for(0, path)) == 1  # not retried: the next answer would be the same
     assert set(pages(db)) == {site.url(1, "/good.html")}
-    assert rows(db, "SELECT count(*) FROM page_html WHERE length(html) > 1000000") == [(0,)]
+    from pipelines.store import decompress_html
+    assert all(len(decompress_html(z)) < 1000000 for (z,) in rows(db, "SELECT html_z FROM page_html"))
     # Memory stays bounded: inflating stops at the limit instead of materialising a gigabyte.
     assert maxrss_mb(result) < 400, maxrss_mb(result)
 

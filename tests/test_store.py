@@ -110,7 +110,7 @@ def test_new_page_stores_row_html_and_chunks(store: Store) -> None:
     assert (row["title"], row["lang"], row["extractor"], row["text"]) == ("json — JSON encoder", "en", "main", "JSON intro.")
     assert (row["fetched_at"], row["checked_at"], row["changed_at"], row["crawl_run_id"]) == (T0, T0, T0, 7)
     assert (row["etag"], row["html_bytes"]) == ('"v1"', len(b"<html>v1</html>"))
-    assert store.conn.execute("SELECT html FROM page_html WHERE url = ?", [URL]).fetchone() == ("<html>v1</html>",)
+    assert store.page_text_and_html(URL)[1] == "<html>v1</html>"
     assert chunk_rows(store) == [
         (c.chunk_id, c.ordinal, HEADING_SEPARATOR.join(c.heading_path), c.text) for c in JSON_CHUNKS
     ]
@@ -150,7 +150,7 @@ def test_changed_body_replaces_the_page_chunks_only(store: Store) -> None:
 
     row = page_row(store)
     assert (row["changed_at"], row["fetched_at"], row["crawl_run_id"], row["text"]) == (later, later, 3, "JSON intro, v2.")
-    assert store.conn.execute("SELECT html FROM page_html WHERE url = ?", [URL]).fetchone() == ("<html>v2</html>",)
+    assert store.page_text_and_html(URL)[1] == "<html>v2</html>"
     assert [r[0] for r in chunk_rows(store)] == [c.chunk_id for c in new_chunks]
     assert store.conn.execute("SELECT count(*) FROM chunks WHERE chunk_id = ?", [JSON_CHUNKS[2].chunk_id]).fetchone() == (0,)
     assert [r[0] for r in chunk_rows(store, OTHER)] == [CSV_CHUNKS[0].chunk_id]
@@ -174,7 +174,7 @@ def test_failed_chunk_write_leaves_the_previous_page_whole(store: Store) -> None
     row = page_row(store)
     assert (row["text"], row["crawl_run_id"], row["content_hash"]) == ("JSON intro.", 1, record().content_hash)
     assert [r[0] for r in chunk_rows(store)] == [c.chunk_id for c in JSON_CHUNKS]
-    assert store.conn.execute("SELECT html FROM page_html WHERE url = ?", [URL]).fetchone() == ("<html>v1</html>",)
+    assert store.page_text_and_html(URL)[1] == "<html>v1</html>"
     assert _postings(store) == index_before  # the index rolled back with the page
     # The connection is usable afterwards: the transaction was rolled back, not left open.
     assert store.save_page(record(body="<html>v3</html>"), JSON_CHUNKS[:1], 3) == "changed"
@@ -360,6 +360,25 @@ def test_a_database_indexed_by_an_older_version_is_migrated_and_rebuilt(tmp_path
         reopened.rebuild_fts()
         assert not reopened.fts_is_stale()
         assert set(bm25(reopened, "json")) == {c.chunk_id for c in JSON_CHUNKS}
+
+
+def test_html_stored_before_schema_7_is_read_as_it_was_and_new_html_is_compressed(tmp_path: Path) -> None:
+    db = tmp_path / "v6.duckdb"
+    with Store.open(db) as opened:
+        # What schema version 6 left: page_html with the HTML as text, no compressed column.
+        opened.save_page(record(), JSON_CHUNKS, 1)
+        opened.conn.execute("DROP TABLE page_html")
+        opened.conn.execute("CREATE TABLE page_html (url VARCHAR PRIMARY KEY, html VARCHAR)")
+        opened.conn.execute("INSERT INTO page_html VALUES (?, '<html>stored as text</html>')", [URL])
+        opened.conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', '6')")
+    with Store.open(db) as reopened:
+        assert reopened.page_text_and_html(URL) == ("JSON intro.", "<html>stored as text</html>")
+        # A page written now is stored compressed (a lone surrogate too: bodies decoded with errors kept).
+        html = "<html>v2 \udcff " + "é" * 5000 + "</html>"
+        reopened.save_page(record(html=html, content_hash="v2"), JSON_CHUNKS, 2)
+        assert reopened.page_text_and_html(URL)[1] == html
+        stored, z = reopened.conn.execute("SELECT html, html_z FROM page_html WHERE url = ?", [URL]).fetchone()
+        assert stored is None and len(z) < len(html.encode("utf-8", "surrogatepass")) / 10
 
 
 def test_float_columns_are_stored_uncompressed(tmp_path: Path) -> None:
