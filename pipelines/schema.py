@@ -287,9 +287,11 @@ INDEX_FORMAT = "incremental-1"
 
 # Float columns are written without ALP/ALPRD compression: decompressing the cached vectors cost more per
 # question than the cosine itself (BENCHMARKS.md, "Figures behind code comments"), and vectors barely compress
-# anyway. Set on every connection (see pipelines/store.connect): compression is chosen when a checkpoint
-# writes, whoever triggers it.
-DISABLED_COMPRESSION = "SET disabled_compression_methods = 'alp,alprd'"
+# anyway. Text without FSST: a checkpoint rewrites every row group written to, and FSST's analysis of the
+# chunks' text was most of a re-crawl's final checkpoint; selection reads the text faster too (BENCHMARKS.md,
+# "The daily re-crawl as a crawl"). Set on every connection (see pipelines/store.connect): compression is
+# chosen when a checkpoint writes, whoever triggers it.
+DISABLED_COMPRESSION = "SET disabled_compression_methods = 'alp,alprd,fsst'"
 # DuckDB draws a progress bar on stdout for statements over two seconds (an index rebuild at 100k
 # chunks): noise in a cron mail and in `--json` output.
 NO_PROGRESS_BAR = "SET enable_progress_bar = false"
