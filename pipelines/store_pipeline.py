@@ -45,8 +45,12 @@ class StorePipeline:
     """Opens the store for the crawl and records every item (pages with their selection indexes).
 
     Items are written in batches, each batch of pages one transaction (Store.save_pages): a batch is
-    written when it holds ``WEBQA_STORE_BATCH_PAGES`` pages or its oldest item has waited
-    ``WEBQA_STORE_BATCH_SECONDS``, so a crawl that dies midway loses at most those last seconds of work.
+    written when it holds ``WEBQA_STORE_BATCH_PAGES`` pages, or ``WEBQA_STORE_BATCH_ITEMS`` items of any kind
+    (a 304 or a failure costs a row in one statement per batch, a page a dozen statements of its own), or its
+    oldest item has waited ``WEBQA_STORE_BATCH_SECONDS``, so a crawl that dies midway loses at most those last
+    seconds of work. Counting pages apart keeps a re-crawl's few changed pages together: among hundreds of
+    304s each had a batch, and its statements, to itself, which kept the writer busy (BENCHMARKS.md, "The
+    daily re-crawl as a crawl").
     The writes run on one writer thread, in arrival order: a DuckDB commit takes tens to hundreds of ms
     (BENCHMARKS.md, "Figures behind code comments"), and on the reactor thread it would hold back every
     request due meanwhile, so a request went out late and the next one to the same host (timed from when
@@ -57,6 +61,7 @@ class StorePipeline:
     """
 
     batch_pages = 50
+    batch_items = 500
     batch_seconds = 2.0
 
     def __init__(self, crawler: Crawler, db_path: str, job_name: str | None) -> None:
@@ -71,6 +76,7 @@ class StorePipeline:
         self._closing: Any = None
         self._pending: list[ExtractedPage | FetchOutcome] = []
         self._pending_urls: set[str] = set()
+        self._pending_pages = 0
         self._timer: asyncio.TimerHandle | None = None
         # Counts of committed writes, from the writer thread; stats are only touched on the reactor thread.
         self._written: queue.SimpleQueue[dict[str, int]] = queue.SimpleQueue()
@@ -82,6 +88,7 @@ class StorePipeline:
             raise NotConfigured("WEBQA_DB is not set: no database to store pages in")
         pipeline = cls(crawler, db_path, crawler.settings.get("WEBQA_JOB_NAME"))
         pipeline.batch_pages = max(1, crawler.settings.getint("WEBQA_STORE_BATCH_PAGES", cls.batch_pages))
+        pipeline.batch_items = max(1, crawler.settings.getint("WEBQA_STORE_BATCH_ITEMS", cls.batch_items))
         pipeline.batch_seconds = crawler.settings.getfloat("WEBQA_STORE_BATCH_SECONDS", cls.batch_seconds)
         # The run is finished there, not in close_spider: only the signal carries the close reason.
         crawler.signals.connect(pipeline.spider_closed, signal=signals.spider_closed)
@@ -109,6 +116,7 @@ class StorePipeline:
         if self._pending and self.failure is None and self.store is not None:
             batch, self._pending = self._pending, []
             self._pending_urls.clear()
+            self._pending_pages = 0
             try:
                 self._write(batch)
             except STORAGE_ERRORS as exc:
@@ -166,7 +174,8 @@ class StorePipeline:
             self._flush()  # a batch names each page once
         self._pending.append(item)
         self._pending_urls.add(url)
-        if len(self._pending) >= self.batch_pages:
+        self._pending_pages += isinstance(item, ExtractedPage)
+        if self._pending_pages >= self.batch_pages or len(self._pending) >= self.batch_items:
             # The item that fills a batch waits for its commit: Scrapy slows down when writes fall behind.
             try:
                 await self._flush()
@@ -184,6 +193,7 @@ class StorePipeline:
             self._timer = None
         batch, self._pending = self._pending, []
         self._pending_urls.clear()
+        self._pending_pages = 0
         loop = asyncio.get_running_loop()
         if not batch or self.writer is None or self.failure is not None:
             done: asyncio.Future[None] = loop.create_future()
