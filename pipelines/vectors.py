@@ -112,9 +112,13 @@ def _rebuild_sql(dims: int) -> str:
 
 
 def _index_sql(dims: int) -> str:
-    """Rows for the docs numbered above ``$base`` (just indexed) whose windows have cached vectors."""
+    """Rows for the docs numbered above ``$base`` (just indexed) whose windows (``$keys``) have cached vectors."""
     return (f"INSERT INTO {unit_vectors_table(dims)} "
-            f"{_unit_rows(dims, _INDEXED_WINDOWS + chr(10) + '    WHERE s.doc > $base')}")
+            f"{_unit_rows(dims, _INDEXED_WINDOWS + chr(10) + '    WHERE s.doc > $base', 'list_contains($keys, e.embed_key)')}")
+
+
+# The distinct window keys of the docs numbered above ``$base``.
+_NEW_WINDOW_KEYS = f"SELECT DISTINCT window_key FROM ({_INDEXED_WINDOWS}\n    WHERE s.doc > $base)"
 
 
 def _unindex_sql(dims: int) -> str:
@@ -187,9 +191,20 @@ def unindex_pages(conn: duckdb.DuckDBPyConnection, urls: Sequence[str]) -> None:
 
 
 def index_docs_above(conn: duckdb.DuckDBPyConnection, base: int) -> None:
-    """Add the vector rows of the docs numbered above ``base`` (just indexed) whose windows have cached vectors."""
-    for dims in vector_table_dims(conn):
-        conn.execute(_index_sql(dims), {"base": base, "scheme": EMBED_SCHEME})
+    """Add the vector rows of the docs numbered above ``base`` (just indexed) whose windows have cached vectors.
+
+    The cache is searched for those windows' keys, bound as a list: joined to the windows instead, the
+    statement read every cached vector, a cost that grew with the cache (BENCHMARKS.md, "The daily re-crawl as
+    a crawl"). New text has no windows yet (they are made when a question embeds it): nothing to copy.
+    """
+    dims = vector_table_dims(conn)
+    if not dims:
+        return
+    keys = [key for (key,) in conn.execute(_NEW_WINDOW_KEYS, {"base": base, "scheme": EMBED_SCHEME}).fetchall()]
+    if not keys:
+        return
+    for d in dims:
+        conn.execute(_index_sql(d), {"base": base, "scheme": EMBED_SCHEME, "keys": keys})
 
 
 def rebuild_all(conn: duckdb.DuckDBPyConnection) -> None:
