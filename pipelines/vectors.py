@@ -111,10 +111,17 @@ def _rebuild_sql(dims: int) -> str:
     return f"CREATE OR REPLACE TABLE {unit_vectors_table(dims)} AS {_unit_rows(dims, _INDEXED_WINDOWS)}"
 
 
-def _index_sql(dims: int) -> str:
-    """Rows for the docs numbered above ``$base`` (just indexed) whose windows (``$keys``) have cached vectors."""
+def _index_sql(dims: int, listed: bool) -> str:
+    """Rows for the docs numbered above ``$base`` (just indexed) whose windows have cached vectors; ``listed``:
+    the cache is searched for the windows' keys ``$keys`` only."""
+    where = "list_contains($keys, e.embed_key)" if listed else "TRUE"
     return (f"INSERT INTO {unit_vectors_table(dims)} "
-            f"{_unit_rows(dims, _INDEXED_WINDOWS + chr(10) + '    WHERE s.doc > $base', 'list_contains($keys, e.embed_key)')}")
+            f"{_unit_rows(dims, _INDEXED_WINDOWS + chr(10) + '    WHERE s.doc > $base', where)}")
+
+
+# Up to this many window keys, index_docs_above binds them as a list (measured: 50 keys 0.10 s against the
+# join's 0.23 s; 1,500 keys 0.60 s against 0.20 s).
+_LISTED_KEYS = 100
 
 
 # The distinct window keys of the docs numbered above ``$base``.
@@ -203,8 +210,11 @@ def index_docs_above(conn: duckdb.DuckDBPyConnection, base: int) -> None:
     keys = [key for (key,) in conn.execute(_NEW_WINDOW_KEYS, {"base": base, "scheme": EMBED_SCHEME}).fetchall()]
     if not keys:
         return
+    # A bound list is tested row by row: cheaper than the join for a few keys, dearer for many (a batch of
+    # changed pages whose text was seen before).
+    listed = len(keys) <= _LISTED_KEYS
     for d in dims:
-        conn.execute(_index_sql(d), {"base": base, "scheme": EMBED_SCHEME, "keys": keys})
+        conn.execute(_index_sql(d, listed), {"base": base, "scheme": EMBED_SCHEME, **({"keys": keys} if listed else {})})
 
 
 def rebuild_all(conn: duckdb.DuckDBPyConnection) -> None:
