@@ -126,7 +126,11 @@ class Store:
         conn = connect(path, read_only=read_only)
         store = cls(conn, path)
         if not read_only:
-            store.migrate()
+            try:
+                store.migrate()
+            except BaseException:
+                store.close()  # a database this version cannot use must not stay locked by it
+                raise
         return store
 
     def close(self) -> None:
@@ -153,6 +157,11 @@ class Store:
         self.conn.execute(schema.TABLES)
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         version = int(row[0]) if row else schema.SCHEMA_VERSION
+        if version > schema.SCHEMA_VERSION:
+            # Its tables may have columns this version does not write: every write could fail, and the
+            # version must not be set back (a newer webqa would then skip its own migrations).
+            raise StoreError(f"{self.path}: written by a newer webqa (schema {version}, this one knows up to "
+                             f"{schema.SCHEMA_VERSION}); upgrade webqa, or crawl into another --db")
         for step in range(version + 1, schema.SCHEMA_VERSION + 1):
             for statement in schema.MIGRATIONS.get(step, []):
                 self.conn.execute(statement)

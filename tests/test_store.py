@@ -381,6 +381,24 @@ def test_html_stored_before_schema_7_is_read_as_it_was_and_new_html_is_compresse
         assert stored is None and len(z) < len(html.encode("utf-8", "surrogatepass")) / 10
 
 
+def test_a_database_written_by_a_newer_webqa_is_refused_in_one_line_and_left_as_it_was(tmp_path: Path) -> None:
+    db = tmp_path / "newer.duckdb"
+    with Store.open(db) as opened:
+        opened.conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(schema.SCHEMA_VERSION + 1)])
+    with pytest.raises(StoreError) as refused:
+        Store.open(db)
+    message = str(refused.value)
+    assert message == (f"{db}: written by a newer webqa (schema {schema.SCHEMA_VERSION + 1}, this one knows up to "
+                       f"{schema.SCHEMA_VERSION}); upgrade webqa, or crawl into another --db")
+    # Not set back, and not left locked: another connection reads the newer version.
+    conn = duckdb.connect(str(db))
+    try:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+            str(schema.SCHEMA_VERSION + 1),)
+    finally:
+        conn.close()
+
+
 def test_float_columns_are_stored_uncompressed(tmp_path: Path) -> None:
     # Decompressing ALP/ALPRD vectors cost more per question than the cosine itself (schema.py).
     with Store.open(tmp_path / "f.duckdb") as opened:
