@@ -390,6 +390,11 @@ def test_a_database_written_by_a_newer_webqa_is_refused_in_one_line_and_left_as_
     message = str(refused.value)
     assert message == (f"{db}: written by a newer webqa (schema {schema.SCHEMA_VERSION + 1}, this one knows up to "
                        f"{schema.SCHEMA_VERSION}); upgrade webqa, or crawl into another --db")
+    # What cron sees: one line naming the file and what to do, exit 3, nothing fetched.
+    from tests.support.crawling import run_cli
+    result = run_cli("-q", "http://127.0.0.1:9/never.html", db=db)
+    assert result.returncode == int(ExitCode.FAILED), result.stderr
+    assert result.stderr.strip().splitlines() == [f"Error: {message}"] and result.stdout == ""
     # Not set back, and not left locked: another connection reads the newer version.
     conn = duckdb.connect(str(db))
     try:
