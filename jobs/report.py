@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from jobs.answer import Attempt, Outcome, candidate_dict, citation_records, selection_rows
+from jobs.changes import LABELS
 
 
 def outcome_json(outcome: Outcome) -> dict[str, Any]:
@@ -148,7 +149,8 @@ def _answer_section(obj: dict[str, Any]) -> list[str]:
                  f"attempt {obj.get('attempt')} · answer id {obj.get('answer_id')}")
     lines.append("")
     if obj.get("change"):
-        lines += [f"Change since the previous run: **{str(obj['change']).replace('_', ' ')}**", ""]
+        change = str(obj["change"])
+        lines += [f"Change since the previous run: **{LABELS.get(change, change.replace('_', ' '))}**", ""]
     if obj.get("citations"):
         stale = {s["url"]: s.get("last_fetched_at") for s in obj.get("sources", []) if s.get("stale")}
         lines.append("Sources:")
