@@ -391,9 +391,10 @@ def _run_crawl(options: CrawlOptions, db_path: Path, shutdown: GracefulShutdown,
     if summary.processed == 0 and not summary.fresh:
         stopped = f", stopped after {stopped_after:g} s (crawl.max_duration)" if stopped_after else ""
         named = f": {summary.failures_phrase()}" if summary.failures else ""
+        hint = summary.blocked_hint()  # under --quiet this line is all cron mails: it says what to change
         raise NothingToDoError(
             f"no URL could be fetched ({summary.count('failed')} failed, {summary.count('skipped')} skipped{stopped})"
-            f"{named}; see `{failures_query(summary.crawl_run_id)}` in {db_path}",
+            f"{named}; " + (hint if hint else f"see `{failures_query(summary.crawl_run_id)}` in {db_path}"),
             summary,
         )
     return summary

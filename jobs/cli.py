@@ -485,8 +485,9 @@ def _print_answer(obj: dict, dry_run: bool) -> None:
         return
     print(obj.get("answer"))
     print()
-    print(f"Confidence: {obj.get('confidence')}; grounded: {'yes' if obj.get('grounded') else 'no'}; "
-          f"answer id {obj.get('answer_id')} (webqa explain {obj.get('answer_id')})")
+    verdict = "Not enough information" if obj.get("not_enough_information") else (
+        f"Confidence: {obj.get('confidence')}; grounded: {'yes' if obj.get('grounded') else 'no'}")
+    print(f"{verdict}; answer id {obj.get('answer_id')} (webqa explain {obj.get('answer_id')})")
     for c in obj.get("citations", []):
         mark = "ok" if c["valid"] else f"INVALID: {c['reason']}"
         print(f"  [{c['source']}] {c.get('heading_path') or ''} <{c.get('url')}> “{c['quote']}” ({mark})")

@@ -143,9 +143,10 @@ def _answer_section(obj: dict[str, Any]) -> list[str]:
         return [*lines, "_No answer (dry run)._", ""]
     lines.append(str(obj["answer"]).strip())
     lines.append("")
-    grounded = "yes" if obj.get("grounded") else "no"
-    lines.append(f"Confidence: **{obj.get('confidence')}** · grounded: **{grounded}** · "
-                 f"answerer: {obj.get('answerer')}{f' on {host}' if (host := obj.get('host')) else ''} · "
+    # "Not enough information" claims nothing: no confidence or grounding to show (the summary counts it apart).
+    verdict = "**Not enough information**" if obj.get("not_enough_information") else (
+        f"Confidence: **{obj.get('confidence')}** · grounded: **{'yes' if obj.get('grounded') else 'no'}**")
+    lines.append(f"{verdict} · answerer: {obj.get('answerer')}{f' on {host}' if (host := obj.get('host')) else ''} · "
                  f"attempt {obj.get('attempt')} · answer id {obj.get('answer_id')}")
     lines.append("")
     if obj.get("change"):

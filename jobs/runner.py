@@ -415,8 +415,11 @@ class _Run:
                 f"no page of job {self.job.name} can be answered from: each is gone or refused now "
                 f"({'; '.join(why[:SHOWN_FAILURES])}); update the job's URLs")
         if self.crawl.nothing_fetched and self.job.on_crawl_failure != "answer_stale":
-            named = f" ({failures_phrase(self.crawl.failures)})" if self.crawl.summary is not None and \
-                self.crawl.failures else ""
+            summary = self.crawl.summary
+            named = f" ({failures_phrase(self.crawl.failures)})" if summary is not None and self.crawl.failures else ""
+            hint = summary.blocked_hint() if summary is not None else None
+            if hint:  # under --quiet this one line is all cron mails: it must say what to change
+                raise NothingToDoError(f"no page of job {self.job.name} could be fetched{named}: {hint}")
             raise NothingToDoError(
                 f"no page of job {self.job.name} could be fetched{named}, so nothing was answered from older copies "
                 "(set on_crawl_failure: answer_stale in the job to answer from them)")
@@ -460,8 +463,10 @@ class _Run:
         if crawl.removed:
             named = ", ".join(f"{url} ({why})" for url, why in list(crawl.removed.items())[:SHOWN_FAILURES])
             more = f" and {len(crawl.removed) - SHOWN_FAILURES} more" if len(crawl.removed) > SHOWN_FAILURES else ""
-            self.notify.important(f"Notice: {len(crawl.removed)} pages of the job are gone from the site or refused "
-                                  f"now, no longer answered from: {named}{more}")
+            notice = (f"{len(crawl.removed)} pages of the job are gone from the site or refused now, no longer "
+                      f"answered from: {named}{more}")
+            self.notify.important(f"Notice: {notice}")
+            self.notices.append(notice)  # in the report and the run's notes: under --quiet a clean run says nothing
         if crawl.stale and not crawl.nothing_fetched:
             self.notify.important(f"Notice: {len(crawl.stale)} pages could not be refreshed; their stored copies "
                                   "are used and marked stale in the report")
@@ -923,6 +928,8 @@ def _progress_line(done: int, total: int, obj: dict[str, Any], dry_run: bool) ->
         return f"{prefix}: failed: {obj['error']}"
     if dry_run:
         return f"{prefix}: {len(obj.get('sources', []))} sources selected ({obj.get('method_used')})"
+    if obj.get("not_enough_information"):  # nothing is claimed, so nothing is grounded (or not)
+        return f"{prefix}: not enough information, attempt {obj.get('attempt')}"
     grounded = "grounded" if obj.get("grounded") else "NOT grounded"
     return f"{prefix}: {obj.get('confidence')} confidence, {grounded}, attempt {obj.get('attempt')}"
 

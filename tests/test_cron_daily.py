@@ -276,3 +276,27 @@ def test_quiet_prints_one_line_naming_the_failed_url(tmp_path: Path, llm: FakeOl
     assert crawl.returncode == 1 and crawl.stdout == ""
     (line,) = crawl.stderr.splitlines()
     assert line.startswith("Crawled in") and line.endswith(f"1 URLs could not be fetched: {garden} (HTTP 500)")
+
+
+# --------------------------------------------------------------------------------------------
+# Extractive answers earn their confidence; "Not enough information" is never called grounded (row 7)
+
+
+def test_not_enough_information_is_never_printed_as_grounded(tmp_path: Path, site: SiteServer) -> None:
+    db, out = tmp_path / "w.duckdb", tmp_path / "out"
+    job = job_file(tmp_path / "job.yaml", "daily", [site.url(0, "/widget.html")], ["port"])
+    job.write_text(job.read_text(encoding="utf-8").replace(
+        "selection:", "  - id: roof\n    question: How much did the repairs of the museum roof cost?\nselection:"),
+        encoding="utf-8")
+    done = webqa("run", job, "--db", db, "--out", out, "--answerer", "extractive", timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert "[2/2] roof: not enough information, attempt 2" in done.stderr
+    assert "[1/2] port: medium confidence, grounded, attempt 1" in done.stderr
+    report = (out / "run-1" / "report.md").read_text(encoding="utf-8")
+    roof = report.split("## roof:", 1)[1]
+    assert "**Not enough information** · answerer: extractive" in roof and "grounded" not in roof
+    assert "answered (1 grounded, 1 not enough information)" in done.stdout
+    asked = webqa("ask", "How much did the repairs of the museum roof cost?", "--db", db, "--method", "bm25",
+                  "--answerer", "extractive")
+    assert asked.returncode == 0, asked.stderr
+    assert "grounded" not in asked.stdout and "Not enough information; answer id" in asked.stdout
