@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from jobs.errors import ConfigError, ExitCode, Interrupted, NothingToDoError, StoreError, WebqaError
 from pipelines import defaults
@@ -147,10 +147,21 @@ def _version() -> str:
         return "unknown (not installed; run scripts/setup.sh)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage error under --quiet is the one line --quiet promises (exit 2)."""
+
+    quiet = False
+
+    def error(self, message: str) -> NoReturn:
+        if _Parser.quiet:
+            self.exit(int(ExitCode.USAGE), f"Error: {self.prog}: {message}\n")
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from jobs import llm_defaults as llm  # Ollama's defaults for `ask`, without importing the client
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="webqa",
         description="Crawl URL lists politely, store them in DuckDB, and answer questions about them with a local LLM.",
     )
@@ -667,6 +678,8 @@ def _exit_now(console: Console, code: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    _Parser.quiet = any(w in ("-q", "--quiet") for w in words[: words.index("--") if "--" in words else None])
     args = parser.parse_args(argv)
     log: TextIO | None = None
     if args.log_file is not None:

@@ -300,3 +300,56 @@ def test_not_enough_information_is_never_printed_as_grounded(tmp_path: Path, sit
                   "--answerer", "extractive")
     assert asked.returncode == 0, asked.stderr
     assert "grounded" not in asked.stdout and "Not enough information; answer id" in asked.stdout
+
+
+def test_a_usage_error_under_quiet_is_one_line(tmp_path: Path) -> None:
+    done = webqa("-q", "run", tmp_path / "job.yaml", "--no-such-option")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == ["Error: webqa: unrecognized arguments: --no-such-option"]
+    missing = webqa("run", "-q")
+    assert missing.returncode == 2 and missing.stderr.splitlines() == [
+        "Error: webqa run: the following arguments are required: JOB.yaml"]
+
+
+def test_resume_and_eval_do_not_bring_a_removed_page_back(tmp_path: Path, llm: FakeOllama, site: SiteServer) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from tests.fake_ollama import Trickle
+    from tests.support.run import WEBQA
+
+    db, out = tmp_path / "w.duckdb", tmp_path / "out"
+    widget, lighthouse = site.url(0, "/widget.html"), site.url(0, "/lighthouse.html")
+    job = job_file(tmp_path / "job.yaml", "daily", [widget, lighthouse], ["port", "steps"])
+    job.write_text(job.read_text(encoding="utf-8").replace(
+        'question: "Which port does the dashboard server listen on?"\n',
+        'question: "Which port does the dashboard server listen on?"\n    expect: ["port 8731"]\n'), encoding="utf-8")
+    assert silent(quiet_run(job, db, out, host=llm.url))
+    site.add(0, "/widget.html", "<html><body>Not found</body></html>", status=404)
+    # Run 2 crawls (and sees the 404), then dies while the model is answering.
+    llm.script_chat(Trickle(0.5))
+    env = {k: v for k, v in os.environ.items() if k not in ("WEBQA_DB", "OLLAMA_HOST")}
+    proc = subprocess.Popen([*WEBQA, "-q", "run", str(job), "--db", str(db), "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**env, "OLLAMA_HOST": llm.url})
+    deadline = time.monotonic() + 60
+    while len(llm.requests_to("/api/chat")) < 3:  # two in run 1, then run 2's first question
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    llm.script_chat()  # the model is well again
+    resumed = quiet_run(job, db, out, "--resume", "--fail-on-change", host=llm.url)
+    assert resumed.returncode in (0, 5), (resumed.returncode, resumed.stderr)
+    record = the_run(db)
+    assert record["run_id"] == 2 and record["resumed"] == 1 and record["status"] == "done"
+    answers = {a["question_id"]: a for a in read_jsonl(out / "run-2" / "answers.jsonl")}
+    assert all(s["url"] != widget for a in answers.values() for s in a["sources"])
+    assert answers["port"]["not_enough_information"] is True
+
+    evaluated = webqa("eval", job, "--db", db, "--method", "bm25", "--json")
+    assert evaluated.returncode == 0, evaluated.stderr
+    (port,) = [q for q in json.loads(evaluated.stdout)["questions"] if q["id"] == "port"]
+    assert port["answer_chunks"] and port["ranks"]["bm25"] is None  # the gone page is not ranked
