@@ -113,8 +113,22 @@ WEBQA_ROBOTS_CACHE_TTL = 24 * 3600
 
 # No interactive console port on machines that run cron jobs.
 TELNETCONSOLE_ENABLED = False
-# Nor a remote control server; leaving it out also spares every crawl's start the import of aiohttp.
-EXTENSIONS = {"scrapy.extensions.remote_control.RemoteControl": None}
+# Nor a remote control server. Left out of the base list, not switched off in EXTENSIONS: Scrapy imports
+# every extension it is told about, even one set to None, and this one imports aiohttp (0.1-0.2 s of every
+# run's start, BENCHMARKS.md "The fixed cost of a run").
+EXTENSIONS_BASE = {
+    "scrapy.extensions.corestats.CoreStats": 0,
+    "scrapy.extensions.logcount.LogCount": 0,
+    "scrapy.extensions.telnet.TelnetConsole": 0,
+    "scrapy.extensions.memusage.MemoryUsage": 0,
+    "scrapy.extensions.memdebug.MemoryDebugger": 0,
+    "scrapy.extensions.closespider.CloseSpider": 0,
+    "scrapy.extensions.feedexport.FeedExporter": 0,
+    "scrapy.extensions.logstats.LogStats": 0,
+    "scrapy.extensions.spiderstate.SpiderState": 0,
+    "scrapy.extensions.throttle.AutoThrottle": 0,
+}
+EXTENSIONS: dict[str, int | None] = {}
 # Scrapy's lint for `return value` in generator callbacks re-reads and parses the callback's source for
 # every response whenever its cache misses, which it does with a bound method per request: a fifth of the
 # reactor thread's time in a 304 re-crawl (BENCHMARKS.md). Our callbacks are covered by tests instead.
