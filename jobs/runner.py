@@ -827,6 +827,7 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
         # A second signal leaves a question waiting on the model: do not wait for it here.
         pool.shutdown(wait=False, cancel_futures=True)
     order = [s.id for s in specs]
+    failed_set = frozenset(failed_ids)
     if fell_back:
         notice = (f"embedding selection failed for {len(fell_back)} of {len(specs)} questions "
                   f"({', '.join(fell_back[:SHOWN_FAILURES])}{' …' if len(fell_back) > SHOWN_FAILURES else ''}); "
@@ -841,7 +842,7 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
                      interrupted=interrupted, fatal=fatal,
                      changed=diff.changed_ids(reworded=options.fail_on_reworded) if diff is not None else [],
                      fail_on_change=options.fail_on_change or options.fail_on_reworded, dry_run=options.dry_run,
-                     failed_questions=[q for q in order if q in set(failed_ids)])
+                     failed_questions=[q for q in order if q in failed_set])
     notes = notices
     if resumed:
         # The row keeps what the first part of the run noted; the report shows this part's notices.

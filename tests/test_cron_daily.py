@@ -8,6 +8,7 @@ exit code, what -q printed, the record in the database and the outputs (issue 24
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,22 +16,7 @@ import pytest
 
 from tests.fake_ollama import FakeOllama
 from tests.site_server import SiteServer
-from tests.support.run import GARDEN, LIGHTHOUSE, QUESTIONS, WIDGET, quoting_responder, read_jsonl, rows, webqa
-
-
-def job_file(path: Path, name: str, urls: list[str], questions: list[str], extra: str = "") -> Path:
-    text = (
-        f"name: {name}\n"
-        + ("urls:\n" + "".join(f"  - {u}\n" for u in urls) if urls else "")
-        + "crawl:\n  delay: 0\n  timeout: 5\n  allow_private_networks: true\n"
-        + "questions:\n" + "".join(f"  - id: {q}\n    question: {json.dumps(QUESTIONS[q][0])}\n" for q in questions)
-        + "selection:\n  method: bm25\n  top_k: 2\n  token_budget: 1000\n"
-        + "output:\n  formats: [jsonl, markdown]\n"
-        + "ollama:\n  max_attempts: 2\n  timeout: 20\n"
-        + extra
-    )
-    path.write_text(text, encoding="utf-8")
-    return path
+from tests.support.run import GARDEN, LIGHTHOUSE, QUESTIONS, WIDGET, job_file, quoting_responder, read_jsonl, rows, webqa
 
 
 def quiet_run(job: Path, db: Path, out: Path, *args: str, host: str) -> Any:
@@ -290,7 +276,7 @@ def test_not_enough_information_is_never_printed_as_grounded(tmp_path: Path, sit
         encoding="utf-8")
     done = webqa("run", job, "--db", db, "--out", out, "--answerer", "extractive", timeout=180)
     assert done.returncode == 0, done.stderr
-    assert "[2/2] roof: not enough information, attempt 2" in done.stderr
+    assert re.search(r"^\[2/2\] roof: not enough information, attempt \d$", done.stderr, re.M), done.stderr
     assert "[1/2] port: medium confidence, grounded, attempt 1" in done.stderr
     report = (out / "run-1" / "report.md").read_text(encoding="utf-8")
     roof = report.split("## roof:", 1)[1]

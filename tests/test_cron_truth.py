@@ -21,22 +21,8 @@ import pytest
 from tests.fake_ollama import Fail, FakeOllama, Slow, Trickle
 from tests.site_server import SiteServer
 from tests.support.crawling import mount_tmpfs
-from tests.support.run import GARDEN, LIGHTHOUSE, QUESTIONS, WEBQA, WIDGET, lines, quoting_responder, read_jsonl, rows, webqa
-
-
-def job_file(path: Path, name: str, urls: list[str], questions: list[str], extra: str = "") -> Path:
-    text = (
-        f"name: {name}\n"
-        "urls:\n" + "".join(f"  - {u}\n" for u in urls)
-        + "crawl:\n  delay: 0\n  timeout: 5\n  allow_private_networks: true\n"
-        + "questions:\n" + "".join(f"  - id: {q}\n    question: {json.dumps(QUESTIONS[q][0])}\n" for q in questions)
-        + "selection:\n  method: bm25\n  top_k: 2\n  token_budget: 1000\n"
-        + "output:\n  formats: [jsonl, markdown]\n"
-        + "ollama:\n  max_attempts: 2\n  timeout: 20\n"
-        + extra
-    )
-    path.write_text(text, encoding="utf-8")
-    return path
+from tests.support.run import (GARDEN, LIGHTHOUSE, QUESTIONS, WEBQA, WIDGET, job_file, lines, quoting_responder, read_jsonl,
+                               rows, webqa)
 
 
 def site_with_pages() -> SiteServer:
