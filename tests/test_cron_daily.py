@@ -280,7 +280,7 @@ def test_not_enough_information_is_never_printed_as_grounded(tmp_path: Path, sit
     assert "[1/2] port: medium confidence, grounded, attempt 1" in done.stderr
     report = (out / "run-1" / "report.md").read_text(encoding="utf-8")
     roof = report.split("## roof:", 1)[1]
-    assert "**Not enough information** · answerer: extractive" in roof and "grounded" not in roof
+    assert "**Not enough information** · answerer: " in roof and "grounded" not in roof
     assert "answered (1 grounded, 1 not enough information)" in done.stdout
     asked = webqa("ask", "How much did the repairs of the museum roof cost?", "--db", db, "--method", "bm25",
                   "--answerer", "extractive")
