@@ -100,17 +100,22 @@ def test_webqa_crawl_counts_a_duplicate_once(tmp_path: Path, site: SiteServer) -
 # Skips on purpose are not failures, and a stored page they refuse is dropped, not stale (item 2)
 
 
-@pytest.mark.parametrize("refusal", ["robots", "not_html"])
+@pytest.mark.parametrize("refusal", ["robots", "crawl_delay", "not_html"])
 def test_a_page_refused_now_is_dropped_not_stale_and_the_run_is_clean(tmp_path: Path, llm: FakeOllama,
                                                                      site: SiteServer, refusal: str) -> None:
     db, out = tmp_path / "w.duckdb", tmp_path / "out"
-    widget, lighthouse = site.url(0, "/widget.html"), site.url(0, "/lighthouse.html")
+    site.add(1, "/lighthouse.html", LIGHTHOUSE)  # another host: robots.txt is per host
+    widget, lighthouse = site.url(0, "/widget.html"), site.url(1, "/lighthouse.html")
     job = job_file(tmp_path / "job.yaml", "daily", [widget, lighthouse], ["port", "steps"])
     assert silent(quiet_run(job, db, out, host=llm.url))
     if refusal == "robots":
         site.add(0, "/robots.txt", "User-agent: *\nDisallow: /widget.html\n", content_type="text/plain")
         (tmp_path / "w.duckdb.robots.json").unlink(missing_ok=True)  # the cached allow-all of run 1
         why = "disallowed by robots.txt"
+    elif refusal == "crawl_delay":  # the site's wish and the job's limit (crawl.max_crawl_delay, 30 s)
+        site.add(0, "/robots.txt", "User-agent: *\nCrawl-delay: 120\n", content_type="text/plain")
+        (tmp_path / "w.duckdb.robots.json").unlink(missing_ok=True)
+        why = "robots.txt Crawl-delay 120 s exceeds the maximum 30 s; host skipped"
     else:
         site.add(0, "/widget.html", "%PDF-1.4 not a page", content_type="application/pdf")
         why = "not HTML (application/pdf)"
@@ -132,6 +137,26 @@ def test_a_page_refused_now_is_dropped_not_stale_and_the_run_is_clean(tmp_path: 
     assert silent(third), (third.returncode, third.stdout, third.stderr)
     (skip,) = rows(db2, "SELECT url, outcome, reason FROM fetch_log")
     assert (skip["url"], skip["outcome"]) == (widget, "skipped") and skip["reason"].startswith(why.split(" (")[0])
+
+
+def test_a_robots_txt_the_host_cannot_serve_is_a_failure_and_its_page_stale(tmp_path: Path, llm: FakeOllama,
+                                                                           site: SiteServer) -> None:
+    """Not a skip on purpose: robots.txt answering 503 means the host is in trouble (RFC 9309: treat it as
+    disallowed), so its stored page is answered from, marked stale, and the run is partial."""
+    db, out = tmp_path / "w.duckdb", tmp_path / "out"
+    site.add(1, "/lighthouse.html", LIGHTHOUSE)
+    widget, lighthouse = site.url(0, "/widget.html"), site.url(1, "/lighthouse.html")
+    job = job_file(tmp_path / "job.yaml", "daily", [widget, lighthouse], ["port", "steps"])
+    assert silent(quiet_run(job, db, out, host=llm.url))
+    site.add(0, "/robots.txt", "busy", status=503, content_type="text/plain")
+    (tmp_path / "w.duckdb.robots.json").unlink(missing_ok=True)
+    second = quiet_run(job, db, out, host=llm.url)
+    assert second.returncode == 1, (second.returncode, second.stdout, second.stderr)
+    (line,) = second.stderr.splitlines()
+    assert f"1 URLs could not be fetched: {widget} (robots.txt unreachable (HTTP 503)" in line
+    assert "1 pages answered from stale copies" in line
+    port = {a["question_id"]: a for a in read_jsonl(out / "run-2" / "answers.jsonl")}["port"]
+    assert any(s.get("stale") for s in port["sources"] if s["url"] == widget)
 
 
 # --------------------------------------------------------------------------------------------
