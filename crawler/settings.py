@@ -114,8 +114,8 @@ WEBQA_ROBOTS_CACHE_TTL = 24 * 3600
 # No interactive console port on machines that run cron jobs.
 TELNETCONSOLE_ENABLED = False
 # Nor a remote control server. Left out of the base list, not switched off in EXTENSIONS: Scrapy imports
-# every extension it is told about, even one set to None, and this one imports aiohttp (0.1-0.2 s of every
-# run's start, BENCHMARKS.md "The fixed cost of a run").
+# every extension it is told about, even one set to None, and this one imports aiohttp (BENCHMARKS.md,
+# "The fixed cost of a run").
 EXTENSIONS_BASE = {
     "scrapy.extensions.corestats.CoreStats": 0,
     "scrapy.extensions.logcount.LogCount": 0,
