@@ -132,7 +132,8 @@ def _add_global_options(parser: argparse.ArgumentParser | argparse._ArgumentGrou
     flag, path = (argparse.SUPPRESS, argparse.SUPPRESS) if after_command else (False, None)
     parser.add_argument("-v", "--verbose", action="store_true", default=flag, help="show Scrapy's and webqa's log")
     parser.add_argument("-q", "--quiet", action="store_true", default=flag,
-                        help="only errors, notices and the final summary")
+                        help="for cron: nothing on exit 0, else one line naming what happened (other commands: "
+                             "their output only)")
     parser.add_argument("--log-file", type=Path, metavar="PATH", default=path,
                         help="append every message (progress, notices, errors, summaries, warnings), timestamped, "
                              "to PATH, whatever --quiet says")
