@@ -154,13 +154,14 @@ class CrawlSummary:
         )
 
 
-def failures_phrase(failures: Sequence[dict[str, Any]], limit: int = SHOWN_FAILURES) -> str:
+def failures_phrase(failures: Sequence[dict[str, Any]], limit: int = SHOWN_FAILURES,
+                    what: str = "could not be fetched") -> str:
     """``N URLs could not be fetched: URL (reason), …`` naming the first ``limit``; "" for none."""
     if not failures:
         return ""
     named = ", ".join(f"{f['url']} ({f['reason']})" for f in failures[:limit])
     more = f" and {len(failures) - limit} more" if len(failures) > limit else ""
-    return f"{len(failures)} URLs could not be fetched: {named}{more}"
+    return f"{len(failures)} URLs {what}: {named}{more}"
 
 
 def gather_urls(options: CrawlOptions) -> tuple[list[ListedUrl], list[UrlProblem]]:

@@ -90,6 +90,7 @@ class CrawlReport:
     stale: dict[str, datetime] = field(default_factory=dict)  # URL → when its stored copy was fetched
     # Stored pages dropped by this crawl (404/410, now refused by robots.txt or not HTML) → why: not stale.
     removed: dict[str, str] = field(default_factory=dict)
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # URLs skipped on purpose (robots.txt, not HTML)
     nothing_fetched: bool = False  # the crawl had work and none of it reached a server successfully
     gone: int = 0
     stopped_after: float | None = None  # crawl.max_duration, when it cut the crawl short
@@ -417,6 +418,9 @@ class _Run:
         if self.crawl.nothing_fetched and self.job.on_crawl_failure != "answer_stale":
             summary = self.crawl.summary
             named = f" ({failures_phrase(self.crawl.failures)})" if summary is not None and self.crawl.failures else ""
+            if not named and self.crawl.skipped:  # nothing failed: say what kept every URL out
+                raise NothingToDoError(f"no page of job {self.job.name} can be answered from "
+                                       f"({failures_phrase(self.crawl.skipped, what='were skipped')})")
             hint = summary.blocked_hint() if summary is not None else None
             if hint:  # under --quiet this one line is all cron mails: it must say what to change
                 raise NothingToDoError(f"no page of job {self.job.name} could be fetched{named}: {hint}")
@@ -439,7 +443,8 @@ class _Run:
                 self.crawl.removed[row["url"]] = why
                 continue
             if not is_failure(row["outcome"], str(row["reason"])):
-                continue  # a skip on purpose (robots.txt rules, not HTML, an invalid line) is not a failure
+                self.crawl.skipped.append(row)  # a skip on purpose (robots.txt rules, not HTML): not a failure
+                continue
             kept.append(row)
             if row["stored_fetched_at"] is not None:
                 self.crawl.stale[row["url"]] = row["stored_fetched_at"]

@@ -364,3 +364,15 @@ def test_resume_and_eval_do_not_bring_a_removed_page_back(tmp_path: Path, llm: F
     assert evaluated.returncode == 0, evaluated.stderr
     (port,) = [q for q in json.loads(evaluated.stdout)["questions"] if q["id"] == "port"]
     assert port["answer_chunks"] and port["ranks"]["bm25"] is None  # the gone page is not ranked
+
+
+def test_a_job_whose_only_url_is_skipped_says_why_in_its_one_line(tmp_path: Path, llm: FakeOllama,
+                                                                   site: SiteServer) -> None:
+    site.add(0, "/manual.pdf", "%PDF-1.4 not a page", content_type="application/pdf")
+    pdf = site.url(0, "/manual.pdf")
+    job = job_file(tmp_path / "job.yaml", "daily", [pdf], ["port"])
+    done = quiet_run(job, tmp_path / "w.duckdb", tmp_path / "out", host=llm.url)
+    assert done.returncode == 3 and done.stdout == ""  # nothing to answer from
+    (line,) = done.stderr.splitlines()
+    assert line == f"Error: no page of job daily can be answered from (1 URLs were skipped: {pdf} (not HTML " \
+                   "(application/pdf)))", line
