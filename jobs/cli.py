@@ -173,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     crawl = sub.add_parser("crawl", help="fetch, clean, chunk and store pages",
                            description="Fetch URLs (arguments and/or files), clean and chunk them into the database.")
-    crawl.add_argument("urls", nargs="*", metavar="URL", help="URLs to crawl")
+    crawl.add_argument("urls", nargs="*", metavar="URL", help="URLs to crawl; 'sitemap:URL' crawls the pages a sitemap lists")
     crawl.add_argument("-i", "--input", action="append", default=[], type=Path, metavar="FILE",
                        help="file of URLs: one per line (# comments allowed) or a YAML list; repeatable")
     _add_db(crawl)

@@ -207,7 +207,7 @@ def crawl_options(job: JobConfig, options: RunOptions, fresh_since: datetime | N
         allow_private_networks=crawl.allow_private_networks or options.allow_private_networks,
         timeout=crawl.timeout, max_bytes=crawl.max_bytes,
         recrawl_after=crawl.recrawl_after, refresh=options.refresh, fresh_since=fresh_since, job_name=job.name,
-        max_duration=crawl.max_duration,
+        max_duration=crawl.max_duration, sitemap_max_urls=crawl.sitemap_max_urls,
         verbose=options.verbose, progress=options.progress, redis=job.redis,
     )
 

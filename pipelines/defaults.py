@@ -20,6 +20,9 @@ MAX_BYTES = 10 * 1024 * 1024
 # A host whose robots.txt asks for a longer Crawl-delay (seconds) is skipped, not crawled for hours.
 MAX_CRAWL_DELAY = 30.0
 
+# Most pages one listed sitemap may name (with the sitemaps its index leads to): sitemaps.org's limit for one file.
+SITEMAP_MAX_URLS = 50_000
+
 # Chunk size and the overlap between consecutive pieces of one section, in estimated tokens.
 CHUNK_TOKENS = 350
 CHUNK_OVERLAP = 40

@@ -43,8 +43,10 @@ from twisted.python.failure import Failure
 
 from crawler.middlewares.internal_error import guarded
 from crawler.middlewares.ssrf import GuardedResolver, blocked_reason_for_host
+from crawler.spiders.sitemap_reader import SitemapReader
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
 from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
+from pipelines import defaults
 from pipelines.items import FetchedPage, FetchOutcome
 
 log = logging.getLogger(__name__)
@@ -68,7 +70,7 @@ def _split_arg(value: str | Iterable[str] | None) -> list[str]:
     return list(value)
 
 
-class UrlsSpider(scrapy.Spider):
+class UrlsSpider(SitemapReader, scrapy.Spider):
     name = "urls"
 
     def __init__(
@@ -84,6 +86,8 @@ class UrlsSpider(scrapy.Spider):
         follow: str = "same_host",
         stored_links: Mapping[str, Sequence[str]] | None = None,
         fresh: Iterable[str] = (),
+        stored_at: Mapping[str, datetime] | None = None,
+        sitemap_max_urls: int | str = defaults.SITEMAP_MAX_URLS,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -107,6 +111,10 @@ class UrlsSpider(scrapy.Spider):
         self.stored_links: Mapping[str, Sequence[str]] = stored_links or {}
         # URLs fetched or confirmed within crawl.recrawl_after: not requested, but reached all the same.
         self.fresh = frozenset(fresh)
+        # url → when its stored copy was last downloaded or confirmed: a sitemap's <lastmod> before it
+        # means the page is unchanged (counted fresh, not requested). Empty with --refresh.
+        self.stored_at: Mapping[str, datetime] = stored_at or {}
+        self.sitemap_max_urls = int(sitemap_max_urls)
         self.scheduled = 0
         self.seen: set[str] = set()
         # url → link depth of every URL this crawl reached (requested or fresh): the job's pages.
@@ -146,13 +154,14 @@ class UrlsSpider(scrapy.Spider):
             self._count("skipped/invalid_url")
             yield FetchOutcome(url=problem.raw, outcome="skipped", reason=f"{problem.origin}: {problem.reason}")
         # Fresh listed URLs last: the links they lead to must not take max_pages from listed URLs.
-        for listed in sorted(self.listed, key=lambda entry: entry.url in self.fresh):
-            for request in self._schedule(listed.url, depth=0):
+        for listed in sorted(self.listed, key=lambda entry: entry.url in self.fresh and not entry.sitemap):
+            for request in self.sitemap_request(listed.url) if listed.sitemap else self._schedule(listed.url, depth=0):
                 yield request
 
-    def _schedule(self, url: str, depth: int) -> Iterator[scrapy.Request]:
-        """The request for ``url``; for a fresh URL, none, but the requests its stored links lead to."""
-        if url in self.fresh and url not in self.seen:
+    def _schedule(self, url: str, depth: int, *, fresh: bool = False) -> Iterator[scrapy.Request]:
+        """The request for ``url``; for a fresh URL (or ``fresh``: a sitemap's lastmod says so), none, but the
+        requests its stored links lead to."""
+        if (fresh or url in self.fresh) and url not in self.seen:
             self.seen.add(url)
             self.reached[url] = depth
             if self.crawler is not None and self.crawler.stats is not None:
@@ -205,7 +214,8 @@ class UrlsSpider(scrapy.Spider):
         mime = (content_type or "").split(";", 1)[0].strip().lower()
         if not isinstance(response, TextResponse) or (mime and mime not in HTML_TYPES):
             self._count("skipped/not_html")
-            yield FetchOutcome(listed_url, "skipped", f"not HTML ({mime or 'no Content-Type'})", response.status)
+            hint = "; a sitemap? list it as 'sitemap: URL'" if looks_like_sitemap(response.body) else ""
+            yield FetchOutcome(listed_url, "skipped", f"not HTML ({mime or 'no Content-Type'}){hint}", response.status)
             return
         if not response.body.strip():
             self._count("failed/empty_body")
@@ -341,9 +351,15 @@ class UrlsSpider(scrapy.Spider):
         # Not downloaded (timeout, refused, robots.txt …): the pages below are still checked, each on its own.
         yield from self._follow_stored(url, request.meta.get("webqa_depth", 0))
 
-    def _count(self, key: str) -> None:
+    def _count(self, key: str, by: int = 1) -> None:
         if self.crawler is not None and self.crawler.stats is not None:
-            self.crawler.stats.inc_value(f"webqa/{key}")
+            self.crawler.stats.inc_value(f"webqa/{key}", by)
+
+
+def looks_like_sitemap(body: bytes) -> bool:
+    """An XML body whose first element is a sitemap's (or a gzip file, as ``.xml.gz`` sitemaps are)."""
+    head = body[:1024]
+    return head.startswith(b"\x1f\x8b") or b"<urlset" in head or b"<sitemapindex" in head
 
 
 _TEXT_CONTROLS = {9, 10, 12, 13, 27}  # tab, newline, form feed, carriage return, escape (ANSI in <pre>)
