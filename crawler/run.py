@@ -53,6 +53,8 @@ class CrawlOptions:
     follow: str = "same_host"
     contact: str | None = None
     obey_robots: bool = True
+    # Store pages whose meta robots or X-Robots-Tag say noindex (pages the user owns); obey_robots off does too.
+    obey_noindex: bool = True
     # Hosts whose robots.txt asks for a longer Crawl-delay (seconds) are skipped for the run.
     max_crawl_delay: float = defaults.MAX_CRAWL_DELAY
     # SSRF guard off: allow loopback/private/link-local addresses (intranet crawls). The environment
@@ -298,6 +300,7 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
         "DOWNLOAD_DELAY": _slot_delay(options.delay),
         "DOWNLOAD_SLOTS": slots,
         "ROBOTSTXT_OBEY": options.obey_robots,
+        "WEBQA_OBEY_NOINDEX": options.obey_noindex,
         "WEBQA_MAX_CRAWL_DELAY": options.max_crawl_delay,
         # robots.txt answers are reused by the next runs on the same database (for at most a day).
         "WEBQA_ROBOTS_CACHE": str(db_path.with_name(db_path.name + ".robots.json")),

@@ -184,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument("--allow", action="append", default=[], metavar="REGEX", help="only follow links matching")
     crawl.add_argument("--deny", action="append", default=[], metavar="REGEX", help="never follow links matching")
     crawl.add_argument("--contact", metavar="URL", help="contact URL put in the User-Agent")
-    crawl.add_argument("--ignore-robots", action="store_true", help="do not obey robots.txt (only for sites you own)")
+    crawl.add_argument("--ignore-robots", action="store_true", help="do not obey robots.txt, robots meta tags or X-Robots-Tag (only for sites you own)")
     crawl.add_argument("--workers", type=_non_negative_int, default=0, help="extraction processes (default: one per core)")
     crawl.add_argument("--timeout", type=_positive_float, default=defaults.TIMEOUT, metavar="SECONDS",
                        help=f"give up on a response after this long (default {defaults.TIMEOUT:g})")

@@ -277,7 +277,11 @@ class CrawlConfig(_Model):
     allow: list[Regex] = Field(default_factory=list, description="Regexes; follow only matching URLs.")
     deny: list[Regex] = Field(default_factory=list, description="Regexes; never follow matching URLs.")
     user_agent_contact: HttpUrl | None = Field(None, description="URL put in the User-Agent.")
-    obey_robots: StrictBool = Field(True, description="Honour robots.txt.")
+    obey_robots: StrictBool = Field(True, description="Honour robots.txt (and robots meta tags / X-Robots-Tag).")
+    obey_noindex: StrictBool = Field(
+        True, description="Leave out pages whose meta robots or X-Robots-Tag say noindex; false stores them "
+                          "(pages you own)."
+    )
     max_crawl_delay: NonNegFloat = Field(
         defaults.MAX_CRAWL_DELAY, description="Skip hosts whose robots.txt Crawl-delay is above this many seconds."
     )

@@ -25,6 +25,7 @@ from scrapy.crawler import Crawler
 from pipelines import defaults
 from pipelines.extract import PageResult, process_page
 from pipelines.items import ExtractedPage, FetchedPage, FetchOutcome, internal_failure
+from pipelines.robots_meta import noindex_reason
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +87,11 @@ class ExtractionPipeline:
     backstop_factor = 10.0
     backstop_seconds = 30.0
 
-    def __init__(self, crawler: Crawler, workers: int, max_seconds: float, max_tokens: int, overlap_tokens: int) -> None:
+    def __init__(self, crawler: Crawler, workers: int, max_seconds: float, max_tokens: int, overlap_tokens: int,
+                 obey_noindex: bool = True) -> None:
         self.crawler = crawler
+        # A page that asks not to be indexed is not stored for answering (the spider found the directive).
+        self.obey_noindex = obey_noindex
         self.workers = workers
         self.max_seconds = max_seconds
         self.max_tokens = max_tokens
@@ -111,6 +115,7 @@ class ExtractionPipeline:
             max_seconds=settings.getfloat("WEBQA_EXTRACT_TIMEOUT", defaults.EXTRACT_TIMEOUT),
             max_tokens=settings.getint("WEBQA_CHUNK_TOKENS", defaults.CHUNK_TOKENS),
             overlap_tokens=settings.getint("WEBQA_CHUNK_OVERLAP", defaults.CHUNK_OVERLAP),
+            obey_noindex=settings.getbool("WEBQA_OBEY_NOINDEX", True),
         )
 
     def open_spider(self) -> None:
@@ -169,6 +174,10 @@ class ExtractionPipeline:
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, FetchedPage):
             return item
+        if item.noindex and self.obey_noindex:
+            if self.crawler.stats is not None:
+                self.crawler.stats.inc_value("webqa/skipped/noindex")
+            return FetchOutcome(item.url, "skipped", noindex_reason(item.noindex), item.status)
         work = partial(
             process_page, item.html, item.url,
             max_seconds=self.max_seconds, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens,

@@ -30,6 +30,8 @@ class FetchedPage:
     # Same-host out-links, normalised, before the job's allow/deny: stored with the page, so that a
     # later 304 or fresh skip can still lead the crawl on to them.
     links: list[str] = field(default_factory=list)
+    # Where a noindex directive for webqa was found (meta tag, X-Robots-Tag), or None (pipelines/robots_meta.py).
+    noindex: str | None = None
 
 
 @dataclass
@@ -94,5 +96,5 @@ def is_failure(outcome: str, reason: str) -> bool:
 
 # The spider's and the robots.txt middleware's words for skips that drop a stored page (see dropped_reason),
 # and for skips that are failures all the same (see is_failure).
-DROPPING_SKIPS = ("disallowed by robots.txt", "robots.txt Crawl-delay", "not HTML", "binary content")
+DROPPING_SKIPS = ("disallowed by robots.txt", "robots.txt Crawl-delay", "not HTML", "binary content", "noindex")
 FAILING_SKIPS = ("blocked", "robots.txt unreachable")

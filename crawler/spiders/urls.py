@@ -42,12 +42,14 @@ from twisted.internet import error as twisted_errors
 from twisted.python.failure import Failure
 
 from crawler.middlewares.internal_error import guarded
+from crawler.middlewares.robots import product_token
 from crawler.middlewares.ssrf import GuardedResolver, blocked_reason_for_host
 from crawler.spiders.sitemap_reader import SitemapReader
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
 from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
 from pipelines import defaults
 from pipelines.items import FetchedPage, FetchOutcome
+from pipelines.robots_meta import Directives, page_directives
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +240,12 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
             self._count("failed/garbled")
             yield FetchOutcome(listed_url, "failed", f"garbled text after decoding as {response.encoding}", response.status)
             return
-        links = self._page_links(response)
+        robots = self._robots_directives(response)
+        if robots.nofollow:
+            self._count("count/nofollow")
+            log.debug("Not following the links of %s: nofollow (%s)", listed_url, robots.nofollow)
+        # A nofollow page keeps no links either: a later 304 must not lead on to them.
+        links = [] if robots.nofollow else self._page_links(response)
         yield FetchedPage(
             url=listed_url,
             final_url=response.url,
@@ -252,8 +259,21 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
             depth=depth,
             fetched_at=datetime.now(timezone.utc).replace(tzinfo=None),
             links=links,
+            noindex=robots.noindex,
         )
         yield from self._follow(links, depth)
+
+    def _robots_directives(self, response: Response) -> Directives:
+        """The page's robots directives (meta tags and X-Robots-Tag); none when the crawl ignores robots rules."""
+        if not self.settings.getbool("ROBOTSTXT_OBEY"):
+            return Directives()
+        token = product_token(self.settings.get("ROBOTSTXT_USER_AGENT") or self.settings.get("USER_AGENT") or "")
+        headers = [v.decode("latin-1") for v in response.headers.getlist("X-Robots-Tag")]
+        meta: list[tuple[str, str]] = []
+        if isinstance(response, TextResponse):
+            meta = [(m.attrib.get("name", ""), m.attrib.get("content", ""))
+                    for m in response.xpath("//meta[@name and @content]")]
+        return page_directives(meta, headers, token)
 
     def _page_links(self, response: TextResponse) -> list[str]:
         """The page's links to its own (final) host, normalised, in page order, each once.
