@@ -77,6 +77,8 @@ class CrawlOptions:
     redis: str | None = None
     # Most pages one listed sitemap (with its index's sitemaps) may name; the rest are not read.
     sitemap_max_urls: int = defaults.SITEMAP_MAX_URLS
+    # A PDF with more pages is not read (failed, with the reason).
+    pdf_max_pages: int = defaults.PDF_MAX_PAGES
 
 
 @dataclass
@@ -301,6 +303,7 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
         "DOWNLOAD_SLOTS": slots,
         "ROBOTSTXT_OBEY": options.obey_robots,
         "WEBQA_OBEY_NOINDEX": options.obey_noindex,
+        "WEBQA_PDF_MAX_PAGES": options.pdf_max_pages,
         "WEBQA_MAX_CRAWL_DELAY": options.max_crawl_delay,
         # robots.txt answers are reused by the next runs on the same database (for at most a day).
         "WEBQA_ROBOTS_CACHE": str(db_path.with_name(db_path.name + ".robots.json")),

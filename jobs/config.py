@@ -296,6 +296,9 @@ class CrawlConfig(_Model):
     max_duration: PosFloat | None = Field(
         None, description="Stop the crawl gracefully after this many seconds; null = no bound."
     )
+    pdf_max_pages: PosInt = Field(
+        defaults.PDF_MAX_PAGES, description="A PDF with more pages than this is not read (recorded as failed)."
+    )
     sitemap_max_urls: PosInt = Field(
         defaults.SITEMAP_MAX_URLS, description="Most page URLs read from one listed sitemap (with its index's sitemaps)."
     )

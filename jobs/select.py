@@ -99,6 +99,7 @@ class Candidate:
     embedding_score: float | None = None
     matched: tuple[str, ...] = ()
     ordinal: int = 0  # position in its page: the tie-break after the URL
+    page: int | None = None  # the page of a paged document (a PDF) it starts on: cited as url#page=N
 
 
 @dataclass
@@ -216,7 +217,7 @@ class Selector:
                 used = "bm25"
                 notice = f"{method} selection unavailable ({exc}); using bm25"
                 ranked = self.bm25(question, scope)
-        return Selection(question, method, used, _ranked(ranked), notice)
+        return Selection(question, method, used, _with_pages(self.conn, _ranked(ranked)), notice)
 
     def keyword(self, question: str, scope: list[str] | None) -> list[Candidate]:
         keywords = question_keywords(question)
@@ -370,6 +371,12 @@ def _unit_length(vector: Sequence[float]) -> list[float]:
 
 def _ranked(candidates: list[Candidate]) -> list[Candidate]:
     return [replace(c, rank=i) for i, c in enumerate(candidates, start=1)]
+
+
+def _with_pages(conn: duckdb.DuckDBPyConnection, candidates: list[Candidate]) -> list[Candidate]:
+    """The candidates with the page of those from PDFs, which their citations link to."""
+    pages = search_index.chunk_pages(conn, [c.chunk_id for c in candidates])
+    return [replace(c, page=pages[c.chunk_id]) if c.chunk_id in pages else c for c in candidates]
 
 
 def _min_max(scores: list[float]) -> list[float]:

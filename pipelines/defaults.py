@@ -30,6 +30,11 @@ CHUNK_OVERLAP = 40
 # spend in trafilatura and the chunker before it is recorded as failed.
 EXTRACT_TIMEOUT = 10.0
 
+# A PDF with more pages than this is not read (recorded as failed), and one PDF may spend this many seconds of
+# CPU time in the parser and the chunker: pdfminer.six takes 25-70 ms a page (BENCHMARKS.md, "PDF documents").
+PDF_MAX_PAGES = 500
+PDF_EXTRACT_TIMEOUT = 120.0
+
 # Selection, the same for `webqa run` (a job's selection:), `webqa ask` and `webqa eval`.
 SELECTION_METHOD = "hybrid"
 # Most chunks sent to the answerer: a ceiling, the token budget is what binds (BENCHMARKS.md, "Answer in the prompt").

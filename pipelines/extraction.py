@@ -30,7 +30,7 @@ from pipelines.robots_meta import noindex_reason
 log = logging.getLogger(__name__)
 
 # Libraries that log a WARNING for every empty or odd page; we record those pages ourselves.
-QUIET_LOGGERS = ("trafilatura", "htmldate", "courlan")
+QUIET_LOGGERS = ("trafilatura", "htmldate", "courlan", "pdfminer")
 
 
 def init_worker(lifeline: Connection | None = None) -> None:
@@ -88,8 +88,11 @@ class ExtractionPipeline:
     backstop_seconds = 30.0
 
     def __init__(self, crawler: Crawler, workers: int, max_seconds: float, max_tokens: int, overlap_tokens: int,
-                 obey_noindex: bool = True) -> None:
+                 obey_noindex: bool = True, pdf_max_seconds: float = defaults.PDF_EXTRACT_TIMEOUT,
+                 pdf_max_pages: int = defaults.PDF_MAX_PAGES) -> None:
         self.crawler = crawler
+        self.pdf_max_seconds = pdf_max_seconds
+        self.pdf_max_pages = pdf_max_pages
         # A page that asks not to be indexed is not stored for answering (the spider found the directive).
         self.obey_noindex = obey_noindex
         self.workers = workers
@@ -116,6 +119,8 @@ class ExtractionPipeline:
             max_tokens=settings.getint("WEBQA_CHUNK_TOKENS", defaults.CHUNK_TOKENS),
             overlap_tokens=settings.getint("WEBQA_CHUNK_OVERLAP", defaults.CHUNK_OVERLAP),
             obey_noindex=settings.getbool("WEBQA_OBEY_NOINDEX", True),
+            pdf_max_seconds=settings.getfloat("WEBQA_PDF_EXTRACT_TIMEOUT", defaults.PDF_EXTRACT_TIMEOUT),
+            pdf_max_pages=settings.getint("WEBQA_PDF_MAX_PAGES", defaults.PDF_MAX_PAGES),
         )
 
     def open_spider(self) -> None:
@@ -178,9 +183,13 @@ class ExtractionPipeline:
             if self.crawler.stats is not None:
                 self.crawler.stats.inc_value("webqa/skipped/noindex")
             return FetchOutcome(item.url, "skipped", noindex_reason(item.noindex), item.status)
+        # A document of another kind than HTML (a PDF) hands its bytes over, with its own CPU budget.
+        document = item.kind != "html" and item.body is not None
+        max_seconds = self.pdf_max_seconds if document else self.max_seconds
         work = partial(
-            process_page, item.html, item.url,
-            max_seconds=self.max_seconds, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens,
+            process_page, item.body if document else item.html, item.url,
+            max_seconds=max_seconds, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens,
+            kind=item.kind, pdf_max_pages=self.pdf_max_pages,
         )
         loop = asyncio.get_running_loop()
         if self.pool is None:
@@ -189,7 +198,7 @@ class ExtractionPipeline:
             self._slots = asyncio.Semaphore(self.workers)
         async with self._slots:
             try:
-                return await self._extract(item, work, loop)
+                return await self._extract(item, work, loop, max_seconds)
             except Exception as exc:  # noqa: BLE001 - a bug must cost this page, recorded, not lose it
                 outcome = internal_failure(item.url, exc, item.status)
                 log.error("%s: %s", item.url, outcome.reason, exc_info=exc)
@@ -197,7 +206,7 @@ class ExtractionPipeline:
                     self.crawler.stats.inc_value("webqa/failed/internal_error")
                 return outcome
 
-    async def _extract(self, item: FetchedPage, work: Any, loop: asyncio.AbstractEventLoop) -> Any:
+    async def _extract(self, item: FetchedPage, work: Any, loop: asyncio.AbstractEventLoop, max_seconds: float) -> Any:
         for attempt in (1, 2):
             pool = self.pool
             assert pool is not None
@@ -220,7 +229,7 @@ class ExtractionPipeline:
                         pool = self.pool
                 result: PageResult = await asyncio.wait_for(
                     asyncio.wrap_future(submitted),
-                    timeout=self.backstop_factor * self.max_seconds + self.backstop_seconds,
+                    timeout=self.backstop_factor * max_seconds + self.backstop_seconds,
                 )
                 break
             except asyncio.TimeoutError:
@@ -233,6 +242,11 @@ class ExtractionPipeline:
                 if attempt == 2:
                     return self._failed(item, "extraction worker died")
                 log.warning("An extraction worker died; cleaning %s again in a new pool", item.url)
+        if result.skipped:
+            log.info("Skipping %s: %s", item.url, result.skipped)
+            if self.crawler.stats is not None:
+                self.crawler.stats.inc_value("webqa/skipped/document")
+            return FetchOutcome(item.url, "skipped", result.skipped, item.status)
         if result.error or result.clean is None:
             return self._failed(item, result.error or "extraction produced nothing")
         clean = result.clean

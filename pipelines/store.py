@@ -341,11 +341,12 @@ class Store:
                 self.conn.execute(INSERT_PAGES, {**_columns(records, **_PAGE_COLUMNS), "run": crawl_run_id})
                 self.conn.execute(INSERT_PAGE_HTML, _columns(records, url=lambda p: p.url, html=lambda p: compress_html(p.html)))
                 rows = [(c.chunk_id, page.url, c.ordinal, c.heading, c.text, c.token_estimate, c.content_hash,
-                         embed_key(c.heading, c.text)) for page, chunks in written for c in chunks]
+                         embed_key(c.heading, c.text), c.page) for page, chunks in written for c in chunks]
                 if rows:
                     self.conn.execute(INSERT_CHUNKS, _columns(
                         rows, chunk_id=lambda r: r[0], url=lambda r: r[1], ordinal=lambda r: r[2], heading=lambda r: r[3],
-                        text=lambda r: r[4], tokens=lambda r: r[5], hash=lambda r: r[6], key=lambda r: r[7]))
+                        text=lambda r: r[4], tokens=lambda r: r[5], hash=lambda r: r[6], key=lambda r: r[7],
+                        page=lambda r: r[8]))
                 self.index_pages(changed_urls, rows)
             self.conn.execute("DELETE FROM page_links WHERE list_contains($urls, url)", {"urls": urls})
             links = [(page.url, target, ordinal) for page, _ in pages for ordinal, target in enumerate(page.links)]
@@ -564,9 +565,9 @@ SELECT $run, unnest($url), $now, unnest($status)::INTEGER, unnest($outcome)::VAR
 INSERT_PAGES = """
 INSERT OR REPLACE INTO pages (url, final_url, status, fetched_at, checked_at, content_type, etag, last_modified,
     content_hash, title, lang, extractor, html_bytes, text_bytes, text, depth, extract_seconds, crawl_run_id,
-    changed_at, links_at)
+    changed_at, links_at, text_hash)
 SELECT url, final_url, status, fetched, fetched, content_type, etag, last_modified, hash, title, lang, extractor, html_bytes,
-       text_bytes, text, depth, extract_seconds, $run, fetched, fetched
+       text_bytes, text, depth, extract_seconds, $run, fetched, fetched, sha256(text)
 FROM (SELECT unnest($url) AS url, unnest($final_url)::VARCHAR AS final_url, unnest($status)::INTEGER AS status,
              unnest($fetched)::TIMESTAMP AS fetched, unnest($content_type)::VARCHAR AS content_type,
              unnest($etag)::VARCHAR AS etag, unnest($last_modified)::VARCHAR AS last_modified,
@@ -579,7 +580,7 @@ INSERT_PAGE_HTML = "INSERT OR REPLACE INTO page_html (url, html_z) SELECT unnest
 INSERT_CHUNKS = """
 INSERT OR REPLACE INTO chunks
 SELECT unnest($chunk_id), unnest($url), unnest($ordinal)::INTEGER, unnest($heading)::VARCHAR, unnest($text)::VARCHAR,
-       unnest($tokens)::INTEGER, unnest($hash), unnest($key)
+       unnest($tokens)::INTEGER, unnest($hash), unnest($key), unnest($page)::INTEGER
 """
 INSERT_PAGE_LINKS = "INSERT INTO page_links (url, target, ordinal) SELECT unnest($url), unnest($target), unnest($ordinal)"
 

@@ -323,7 +323,8 @@ def _record(item: ExtractedPage) -> PageRecord:
         url=page.url, final_url=page.final_url, status=page.status, fetched_at=page.fetched_at,
         content_type=page.content_type, etag=page.etag, last_modified=page.last_modified,
         content_hash=page.content_hash, title=item.title, lang=item.lang, extractor=item.extractor,
-        html_bytes=page.html_bytes, text_bytes=item.text_bytes, text=item.text, html=page.html,
+        # A document that is not HTML (a PDF) keeps its text in page_html, for `webqa eval`'s "in the page?".
+        html_bytes=page.html_bytes, text_bytes=item.text_bytes, text=item.text, html=page.html if page.kind == "html" else item.text,
         depth=page.depth, extract_seconds=item.seconds, links=tuple(page.links),
     )
 

@@ -211,7 +211,7 @@ def worker_settings(config: dict[str, Any], redis_url: str, prefix: str, *, extr
     hosts = {h: HostPolicy(p.get("delay"), p.get("concurrency")) for h, p in config["hosts"].items()}
     options = CrawlOptions(
         delay=config["delay"], hosts=hosts, contact=config.get("contact"), obey_robots=config["obey_robots"],
-        obey_noindex=config.get("obey_noindex", True), max_crawl_delay=config["max_crawl_delay"], allow_private_networks=config["allow_private_networks"],
+        obey_noindex=config.get("obey_noindex", True), pdf_max_pages=config.get("pdf_max_pages", 500), max_crawl_delay=config["max_crawl_delay"], allow_private_networks=config["allow_private_networks"],
         timeout=config["timeout"], max_bytes=config["max_bytes"], extract_workers=extract_workers, verbose=verbose,
     )
     validators = {url: tuple(v) for url, v in config.get("validators", {}).items()}

@@ -48,12 +48,12 @@ from crawler.spiders.sitemap_reader import SitemapReader
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
 from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
 from pipelines import defaults
+from pipelines.formats import HTML_TYPES, document_kind
 from pipelines.items import FetchedPage, FetchOutcome
 from pipelines.robots_meta import Directives, page_directives
 
 log = logging.getLogger(__name__)
 
-HTML_TYPES = ("text/html", "application/xhtml+xml")
 # What scrapy's LinkExtractor lets through (scrapy.linkextractors._is_valid_url; its deny_extensions default).
 _LINK_SCHEMES = frozenset({"http", "https", "file", "ftp"})
 _IGNORED_EXTENSIONS = {"." + e for e in IGNORED_EXTENSIONS}
@@ -215,6 +215,9 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
         content_type = _header(response, "Content-Type")
         mime = (content_type or "").split(";", 1)[0].strip().lower()
         if not isinstance(response, TextResponse) or (mime and mime not in HTML_TYPES):
+            if response.body and document_kind(mime, response.body) == "pdf":
+                yield self._document(response, listed_url, depth, content_type, "pdf")
+                return
             self._count("skipped/not_html")
             hint = "; a sitemap? list it as 'sitemap: URL'" if looks_like_sitemap(response.body) else ""
             yield FetchOutcome(listed_url, "skipped", f"not HTML ({mime or 'no Content-Type'}){hint}", response.status)
@@ -263,11 +266,26 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
         )
         yield from self._follow(links, depth)
 
+    def _document(self, response: Response, listed_url: str, depth: int, content_type: str | None,
+                  kind: str) -> FetchedPage:
+        """A document that is not a web page (a PDF): its bytes, for the extraction pool to read. No links are
+        followed from it; its X-Robots-Tag counts like a page's."""
+        return FetchedPage(
+            url=listed_url, final_url=response.url, status=response.status, content_type=content_type,
+            etag=_header(response, "ETag"), last_modified=_header(response, "Last-Modified"), html="",
+            html_bytes=len(response.body), content_hash=hashlib.sha256(response.body).hexdigest(), depth=depth,
+            fetched_at=datetime.now(timezone.utc).replace(tzinfo=None), noindex=self._robots_directives(response).noindex,
+            kind=kind, body=response.body,
+        )
+
     def _robots_directives(self, response: Response) -> Directives:
         """The page's robots directives (meta tags and X-Robots-Tag); none when the crawl ignores robots rules."""
-        if not self.settings.getbool("ROBOTSTXT_OBEY"):
+        crawler = getattr(self, "crawler", None)
+        settings = crawler.settings if crawler is not None else None
+        if settings is not None and not settings.getbool("ROBOTSTXT_OBEY"):
             return Directives()
-        token = product_token(self.settings.get("ROBOTSTXT_USER_AGENT") or self.settings.get("USER_AGENT") or "")
+        agent = (settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT")) if settings is not None else None
+        token = product_token(agent or defaults.user_agent())
         headers = [v.decode("latin-1") for v in response.headers.getlist("X-Robots-Tag")]
         meta: list[tuple[str, str]] = []
         if isinstance(response, TextResponse):
