@@ -155,6 +155,8 @@ class CrawlSummary:
             f"HTML {self.count('html_bytes') / MB:.2f} MB → text {self.count('text_bytes') / MB:.2f} MB; "
             f"chunks written {self.count('chunks')}"
             + (f"; gone {self.gone} (no longer reached by the job)" if self.gone else "")
+            + (f"; duplicates {self.count('duplicates')} (stored once: rel=canonical or the same text as another page)"
+               if self.count("duplicates") else "")
             + (f"; internal errors {self.internal_errors} (logged; please report them)" if self.internal_errors else "")
             + (f"; stopped after {self.stopped_after:g} s (crawl.max_duration)" if self.stopped_after else "")
             + (f"; sitemaps read {self.count('sitemaps')} ({self.count('sitemap_urls')} URLs, "

@@ -35,6 +35,8 @@ class FetchedPage:
     # What the response is (pipelines/formats.py): "html" (decoded into ``html``) or "pdf" (its bytes in ``body``).
     kind: str = "html"
     body: bytes | None = None
+    # The same-host canonical URL it names (<link rel="canonical">, Link header), when not its own.
+    canonical: str | None = None
 
 
 @dataclass

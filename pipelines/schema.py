@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS pages (
     links_at TIMESTAMP,                    -- when page_links was last written for it; NULL: stored before links were kept
     canonical VARCHAR,                     -- the same-host URL it names as canonical (rel=canonical, Link header), when not its own
     duplicate_of VARCHAR,                  -- the page whose chunks stand for it (its canonical, or the same text): none of its own
-    text_hash VARCHAR                      -- sha256 of text: identical text is stored once
+    text_hash VARCHAR                      -- sha256 of its chunks (heading paths and texts): identical text is stored once
 );
 
 -- A page's same-host out-links (normalised, before the crawl's allow/deny, which are applied when they are
@@ -336,6 +336,8 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE pages ADD COLUMN IF NOT EXISTS canonical VARCHAR",
         "ALTER TABLE pages ADD COLUMN IF NOT EXISTS duplicate_of VARCHAR",
         "ALTER TABLE pages ADD COLUMN IF NOT EXISTS text_hash VARCHAR",
-        "UPDATE pages SET text_hash = sha256(text) WHERE text IS NOT NULL",
+        # The string pipelines/duplicates.py text_hash hashes: chunks in order, "heading path \x1f text", \x1e apart.
+        "UPDATE pages SET text_hash = h.hash FROM (SELECT url, sha256(string_agg(heading_path || chr(31) || text, "
+        "chr(30) ORDER BY ordinal)) AS hash FROM chunks GROUP BY url) h WHERE pages.url = h.url",
     ],
 }

@@ -41,6 +41,7 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.internet import error as twisted_errors
 from twisted.python.failure import Failure
 
+from crawler.canonical import declared_canonical
 from crawler.middlewares.internal_error import guarded
 from crawler.middlewares.robots import product_token
 from crawler.middlewares.ssrf import GuardedResolver, blocked_reason_for_host
@@ -249,6 +250,10 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
             log.debug("Not following the links of %s: nofollow (%s)", listed_url, robots.nofollow)
         # A nofollow page keeps no links either: a later 304 must not lead on to them.
         links = [] if robots.nofollow else self._page_links(response)
+        # The page it names as canonical is followed like a link (the store then keeps one copy of the text).
+        canonical = declared_canonical(response, listed_url)
+        if canonical is not None and not robots.nofollow and canonical not in links:
+            links.append(canonical)
         yield FetchedPage(
             url=listed_url,
             final_url=response.url,
@@ -263,6 +268,7 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
             fetched_at=datetime.now(timezone.utc).replace(tzinfo=None),
             links=links,
             noindex=robots.noindex,
+            canonical=canonical,
         )
         yield from self._follow(links, depth)
 
@@ -275,7 +281,7 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
             etag=_header(response, "ETag"), last_modified=_header(response, "Last-Modified"), html="",
             html_bytes=len(response.body), content_hash=hashlib.sha256(response.body).hexdigest(), depth=depth,
             fetched_at=datetime.now(timezone.utc).replace(tzinfo=None), noindex=self._robots_directives(response).noindex,
-            kind=kind, body=response.body,
+            kind=kind, body=response.body, canonical=declared_canonical(response, listed_url),
         )
 
     def _robots_directives(self, response: Response) -> Directives:
