@@ -8,15 +8,15 @@ a duplicate, meets its text once, from the page that holds it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pipelines import duplicates, schema
 from pipelines.duplicates import CANONICAL, SAME_TEXT, Incoming, covers, decide
 from pipelines.store import Store
-from tests.fake_ollama import FakeOllama, user_prompt
+from tests.fake_ollama import FakeOllama
 from tests.site_server import SiteServer
 from tests.support.crawling import chunk_ids, ok, page, pages, prose, rows, run_cli, summary
-from tests.support.run import prompt_sources, read_jsonl, webqa
+from tests.support.responders import quoting
+from tests.support.run import read_jsonl, webqa
 
 ARTICLE = page("Lantern", ("Fuel", "Wicks"))
 
@@ -131,16 +131,6 @@ def test_migration_hashes_stored_chunks_as_the_write_path_does(site: SiteServer,
     assert duplicates.text_hash([]) is None
 
 
-def _quote(needle: str) -> Any:
-    def responder(body: dict[str, Any]) -> dict[str, Any]:
-        for number, text in sorted(prompt_sources(user_prompt(body)).items()):
-            for sentence in text.replace("\n", " ").split(". "):
-                if needle in sentence:
-                    return {"answer": sentence, "citations": [{"source": number, "quote": sentence}], "confidence": "high"}
-        return {"answer": "Not enough information", "citations": [], "confidence": "low"}
-    return responder
-
-
 def test_selection_never_sends_two_copies(site: SiteServer, tmp_path: Path, fake_ollama: FakeOllama) -> None:
     site.add(0, "/guide.html", page("Guide", ("Setup",)))
     site.add(0, "/guide-copy.html", page("Guide", ("Setup",)))
@@ -148,7 +138,7 @@ def test_selection_never_sends_two_copies(site: SiteServer, tmp_path: Path, fake
                                           extra="<p>Printed copy.</p>"))
     urls = [site.url(0, p) for p in ("/guide.html", "/guide-copy.html", "/guide-print.html")]
     needle = prose("Guide Setup").split(". ")[1]
-    fake_ollama.chat_responder = _quote(needle[:40])
+    fake_ollama.chat_responder = quoting(needle[:40])
     job = tmp_path / "job.yaml"
     job.write_text("name: guide\nurls:\n" + "".join(f"  - {u}\n" for u in urls) + "crawl: {delay: 0}\n"
                    "questions:\n  - What does the Guide Setup note explain?\n"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,26 +18,11 @@ from pipelines.pdf import _join_lines, extract_pdf
 from tests.fake_ollama import FakeOllama, user_prompt
 from tests.site_server import SiteServer
 from tests.support.crawling import crawl_api, fetch_log, ok, pages, rows, run_cli, summary
-from tests.support.pdfs import Bookmark, make_pdf
-from tests.support.run import prompt_question, prompt_sources, read_jsonl, webqa
+from tests.support.pdfs import MANUAL, OUTLINE, make_pdf, prose_about
+from tests.support.responders import quoting
+from tests.support.run import prompt_question, read_jsonl, webqa
 
 PDF = "application/pdf"
-
-
-def _prose(topic: str, fact: str) -> list[str]:
-    """Two paragraphs about ``topic``, long enough to be a chunk of their own, the second holding ``fact``."""
-    return [f"This part of the Lumen manual is about {topic}. It explains every step in the order a technician "
-            f"follows on site, with the tools and parts each step needs, so that nothing has to be looked up "
-            f"elsewhere while the ladder is still up against the wall.",
-            f"{fact} Keep this page with the controller in case the installation has to be checked again later."]
-
-
-MANUAL = [
-    ["Lumen Manual", *_prose("the controller", "The Lumen controller drives up to eight lamps on one bus.")],
-    ["Installation", *_prose("installation", "The controller needs a supply of twelve volts and a wall bracket.")],
-    ["Troubleshooting", *_prose("faults", "An orange light that blinks three times means the supply voltage is too low.")],
-]
-OUTLINE = [Bookmark(1, "Lumen Manual", 1), Bookmark(2, "Installation", 2), Bookmark(2, "Troubleshooting", 3)]
 
 
 def test_outline_headings_and_page_numbers() -> None:
@@ -107,7 +91,7 @@ def test_a_crawl_stores_pdfs_and_skips_unreadable_ones(site: SiteServer, tmp_pat
     # The same crawl again: conditional requests, 304s. Then the manual changes: a new version is stored.
     again = summary(ok(run_cli(manual, download, db=db)))
     assert again["not_modified"] == 2
-    changed = MANUAL[:2] + [["Troubleshooting", *_prose("faults", "A red light means the bus is short-circuited.")]]
+    changed = MANUAL[:2] + [["Troubleshooting", *prose_about("faults", "A red light means the bus is short-circuited.")]]
     site.set_body(0, "/manual.pdf", make_pdf(changed, outline=OUTLINE, title="Lumen Manual"))
     third = summary(ok(run_cli(manual, db=db)))
     assert third["changed"] == 1
@@ -126,22 +110,10 @@ def test_the_page_cap_fails_a_long_pdf(site: SiteServer, tmp_path: Path) -> None
         "failed", "PDF has 3 pages, more than crawl.pdf_max_pages (2); not read")
 
 
-def _quote(needle: str) -> Any:
-    def responder(body: dict[str, Any]) -> dict[str, Any]:
-        prompt = user_prompt(body)
-        for number, text in sorted(prompt_sources(prompt).items()):
-            for sentence in text.replace("\n", " ").split(". "):
-                if needle in sentence:
-                    return {"answer": sentence, "citations": [{"source": number, "quote": sentence}],
-                            "confidence": "high"}
-        return {"answer": "Not enough information", "citations": [], "confidence": "low"}
-    return responder
-
-
 def test_a_run_cites_the_pdf_page(site: SiteServer, tmp_path: Path, fake_ollama: FakeOllama) -> None:
     site.add(0, "/manual.pdf", make_pdf(MANUAL, outline=OUTLINE, title="Lumen Manual"), content_type=PDF)
     url = site.url(0, "/manual.pdf")
-    fake_ollama.chat_responder = _quote("twelve volts")
+    fake_ollama.chat_responder = quoting("twelve volts")
     job = tmp_path / "job.yaml"
     job.write_text(f"name: lumen\nurls: [{url}]\ncrawl: {{delay: 0}}\n"
                    "questions: [\"Which supply voltage does the Lumen controller need?\"]\n"
@@ -165,3 +137,12 @@ def test_a_run_cites_the_pdf_page(site: SiteServer, tmp_path: Path, fake_ollama:
     assert prompt_question(user_prompt(fake_ollama.requests_to("/api/chat")[-1].body)).startswith("Which supply")
     assert json.loads(rows(db, "SELECT citations FROM answers WHERE answer_id = ?", [answer["answer_id"]])[0][0])[0][
         "link"] == f"{url}#page=2"
+
+
+def test_a_pdf_is_bounded_in_cpu_like_a_page(site: SiteServer, tmp_path: Path) -> None:
+    site.add(0, "/big.pdf", make_pdf([page for _ in range(20) for page in MANUAL]), content_type=PDF)
+    db = tmp_path / "w.duckdb"
+
+    ok(crawl_api(db, urls=[site.url(0, "/big.pdf")], extra_settings={"WEBQA_PDF_EXTRACT_TIMEOUT": 0.05}), 3)
+
+    assert fetch_log(db)[site.url(0, "/big.pdf")][:2] == ("failed", "extraction used more than 0.05 s of CPU")

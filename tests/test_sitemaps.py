@@ -20,24 +20,10 @@ from pipelines.errors import ConfigError
 from tests.site_server import SiteServer
 from tests.support.crawling import crawl_api, fetch_log, ok, page, pages, run_cli, summary
 from tests.support.proxy import ForwardingProxy, crawl_through
+from tests.support.sitemaps import index, urlset
 from tests.support.run import webqa
 
 XML = "application/xml"
-
-
-def urlset(*entries: str | tuple[str, str]) -> str:
-    """A <urlset> of URLs, each optionally with its <lastmod>."""
-    items = []
-    for entry in entries:
-        url, lastmod = (entry, None) if isinstance(entry, str) else entry
-        items.append(f"<url><loc>{url}</loc>" + (f"<lastmod>{lastmod}</lastmod>" if lastmod else "") + "</url>")
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-            + "".join(items) + "</urlset>")
-
-
-def index(*urls: str) -> str:
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-            + "".join(f"<sitemap><loc>{u}</loc></sitemap>" for u in urls) + "</sitemapindex>")
 
 
 # -- pure functions ---------------------------------------------------------------------------------

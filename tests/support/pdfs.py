@@ -194,3 +194,20 @@ def _encrypt_strings(body: bytes, crypt: object) -> bytes:
             out += body[i:i + 1]
             i += 1
     return bytes(out)
+
+
+# A three-page manual with an outline: the PDF the tests crawl and cite.
+def prose_about(topic: str, fact: str) -> list[str]:
+    """Two paragraphs about ``topic``, long enough to be a chunk of their own, the second holding ``fact``."""
+    return [f"This part of the Lumen manual is about {topic}. It explains every step in the order a technician "
+            f"follows on site, with the tools and parts each step needs, so that nothing has to be looked up "
+            f"elsewhere while the ladder is still up against the wall.",
+            f"{fact} Keep this page with the controller in case the installation has to be checked again later."]
+
+
+MANUAL = [
+    ["Lumen Manual", *prose_about("the controller", "The Lumen controller drives up to eight lamps on one bus.")],
+    ["Installation", *prose_about("installation", "The controller needs a supply of twelve volts and a wall bracket.")],
+    ["Troubleshooting", *prose_about("faults", "An orange light that blinks three times means the supply voltage is too low.")],
+]
+OUTLINE = [Bookmark(1, "Lumen Manual", 1), Bookmark(2, "Installation", 2), Bookmark(2, "Troubleshooting", 3)]
