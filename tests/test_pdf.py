@@ -19,8 +19,8 @@ from tests.fake_ollama import FakeOllama, user_prompt
 from tests.site_server import SiteServer
 from tests.support.crawling import crawl_api, fetch_log, ok, pages, rows, run_cli, summary
 from tests.support.pdfs import MANUAL, OUTLINE, make_pdf, prose_about
-from tests.support.responders import quoting
-from tests.support.run import prompt_question, read_jsonl, webqa
+from tests.support.responders import quoting, run_quietly
+from tests.support.run import prompt_question, webqa
 
 PDF = "application/pdf"
 
@@ -114,17 +114,11 @@ def test_a_run_cites_the_pdf_page(site: SiteServer, tmp_path: Path, fake_ollama:
     site.add(0, "/manual.pdf", make_pdf(MANUAL, outline=OUTLINE, title="Lumen Manual"), content_type=PDF)
     url = site.url(0, "/manual.pdf")
     fake_ollama.chat_responder = quoting("twelve volts")
-    job = tmp_path / "job.yaml"
-    job.write_text(f"name: lumen\nurls: [{url}]\ncrawl: {{delay: 0}}\n"
-                   "questions: [\"Which supply voltage does the Lumen controller need?\"]\n"
-                   "selection: {method: bm25, top_k: 1}\n", encoding="utf-8")
-    db, out = tmp_path / "w.duckdb", tmp_path / "out"
 
-    result = webqa("-q", "run", job, "--db", db, "--out", out, host=fake_ollama.url, cwd=tmp_path)
+    db, run_dir, (answer,) = run_quietly(tmp_path, f"name: lumen\nurls: [{url}]\ncrawl: {{delay: 0}}\n"
+                                         "questions: [\"Which supply voltage does the Lumen controller need?\"]\n"
+                                         "selection: {method: bm25, top_k: 1}\n", fake_ollama.url)
 
-    assert result.returncode == 0 and result.stdout == "" and result.stderr == "", result.stderr
-    (run_dir,) = sorted(out.glob("run-*"))
-    (answer,) = read_jsonl(run_dir / "answers.jsonl")
     assert answer["grounded"] is True
     (citation,) = answer["citations"]
     assert citation["url"] == url and citation["link"] == f"{url}#page=2"

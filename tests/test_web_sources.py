@@ -11,8 +11,7 @@ from tests.fake_ollama import FakeOllama
 from tests.site_server import SiteServer
 from tests.support.crawling import fetch_log, page, pages, rows
 from tests.support.pdfs import MANUAL, OUTLINE, make_pdf
-from tests.support.responders import quoting
-from tests.support.run import read_jsonl, webqa
+from tests.support.responders import quoting, run_quietly
 from tests.support.sitemaps import index, urlset
 
 XML = "application/xml"
@@ -31,20 +30,15 @@ def test_one_run_over_a_site_of_every_kind(site: SiteServer, tmp_path: Path, fak
     site.add(0, "/drafts.html", page("Drafts"), headers={"X-Robots-Tag": "noindex"})
     site.add(0, "/manual.pdf", make_pdf(MANUAL, outline=OUTLINE, title="Lumen Manual"), content_type="application/pdf")
     fake_ollama.chat_responder = quoting("twelve volts")
-    job = tmp_path / "job.yaml"
-    job.write_text(f"name: site\nurls:\n  - sitemap: {url(0, '/robots.txt')}\ncrawl: {{delay: 0}}\n"
-                   "questions: [\"Which supply voltage does the Lumen controller need?\"]\n"
-                   "selection: {method: bm25}\n", encoding="utf-8")
-    db, out = tmp_path / "w.duckdb", tmp_path / "out"
 
-    result = webqa("-q", "run", job, "--db", db, "--out", out, host=fake_ollama.url, cwd=tmp_path)
+    db, _run_dir, (answer,) = run_quietly(
+        tmp_path, f"name: site\nurls:\n  - sitemap: {url(0, '/robots.txt')}\ncrawl: {{delay: 0}}\n"
+                  "questions: [\"Which supply voltage does the Lumen controller need?\"]\nselection: {method: bm25}\n",
+        fake_ollama.url)
 
-    assert result.returncode == 0 and result.stdout == "" and result.stderr == "", result.stderr
     assert set(pages(db)) == {url(0, "/guide.html"), url(0, "/guide-print.html"), url(0, "/manual.pdf")}
     assert {u for (u,) in rows(db, "SELECT DISTINCT url FROM chunks")} == {url(0, "/guide.html"), url(0, "/manual.pdf")}
     assert fetch_log(db)[url(0, "/drafts.html")][1].startswith("noindex (X-Robots-Tag)")
-    (run_dir,) = sorted(out.glob("run-*"))
-    (answer,) = read_jsonl(run_dir / "answers.jsonl")
     assert answer["grounded"] and answer["citations"][0]["link"] == f"{url(0, '/manual.pdf')}#page=2"
     texts = [chunk["text"] for chunk in answer["chunks"]]
     assert len(texts) == len(set(texts))
