@@ -44,6 +44,8 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
     elif final is not None and final.answer_id is not None:
         # A failed attempt shows no answer text, but its id leads to the raw reply in `webqa explain`.
         result["answer_id"] = final.answer_id
+    if final is not None and final.data is None and final.host is not None:
+        result["host"] = final.host  # which server failed it
     return result
 
 
@@ -87,6 +89,8 @@ def answer_row_json(row: dict[str, Any], attempts: int = 1) -> dict[str, Any]:
         "method_used": row.get("method"), "notice": None, "error": row.get("error"),
         "chunks": [], "prompt": None, "sources": [],
     }
+    if row.get("error") is not None and row.get("host"):
+        result["host"] = row["host"]
     if row.get("error") is None and row.get("answer") is not None:
         try:
             stored = json.loads(row.get("citations") or "[]")
@@ -137,7 +141,8 @@ def _answer_section(obj: dict[str, Any]) -> list[str]:
     lines = [f"## {obj['question_id']}: {obj['question']}", ""]
     if obj.get("error"):
         where = f" (answer id {obj['answer_id']}: `webqa explain {obj['answer_id']}`)" if obj.get("answer_id") else ""
-        return [*lines, f"**Failed:** {obj['error']}{where}", ""]
+        host = f" (Ollama host {obj['host']})" if obj.get("host") else ""
+        return [*lines, f"**Failed:** {obj['error']}{host}{where}", ""]
     if obj.get("answer") is None:
         return [*lines, "_No answer (dry run)._", ""]
     lines.append(str(obj["answer"]).strip())
