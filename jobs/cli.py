@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from jobs.errors import ConfigError, ExitCode, Interrupted, LLMUnavailableError, NothingToDoError, StoreError, WebqaError
 from pipelines import defaults
+from pipelines.redact import inert, redact_text
 
 # A command gets its parsed arguments and the console that prints (and logs) its messages.
 Handler = Callable[[argparse.Namespace, "Console"], int]
@@ -58,6 +59,7 @@ class Console:
     def _stamp(self, message: str) -> None:
         if self.log is None:
             return
+        message = shown(message)
         prefix = f"{time.strftime('%Y-%m-%d %H:%M:%S')} webqa[{os.getpid()}] "
         try:
             self.log.write("".join(f"{prefix}{line}\n" for line in message.splitlines() or [""]))
@@ -67,21 +69,41 @@ class Console:
 
     def info(self, message: str) -> None:
         if not self.quiet:
-            print(message, file=sys.stderr, flush=True)
+            print(shown(message), file=sys.stderr, flush=True)
         self._stamp(message)
 
     def important(self, message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
+        print(shown(message), file=sys.stderr, flush=True)
         self._stamp(message)
 
     def result(self, message: str) -> None:
-        print(message, flush=True)
+        print(shown(message), flush=True)
         self._stamp(message)
 
     def close(self) -> None:
         if self.log is not None:
             self.log.close()
             self.log = None
+
+
+def shown(message: str) -> str:
+    """What may reach a terminal, cron mail or log file: no URL credentials, no control characters (text
+    from pages, LLM replies and URLs is in many messages)."""
+    return inert(redact_text(message))
+
+
+class _Shown(logging.Filter):
+    """Log records as :func:`shown` makes messages: Scrapy logs its settings, a Redis URL with its password."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is logging's to report, as before
+            return True
+        cleaned = shown(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True
 
 
 def default_db() -> str:
@@ -598,8 +620,9 @@ def _configure_logging(args: argparse.Namespace, log: TextIO | None = None) -> N
                                                datefmt="%Y-%m-%d %H:%M:%S"))
         handlers.append(to_file)
         level = min(level, file_level)
-    if not args.verbose:
-        for h in handlers:
+    for h in handlers:
+        h.addFilter(_Shown())
+        if not args.verbose:
             h.addFilter(_hide_disabled_components)
     logging.basicConfig(level=level, handlers=handlers, force=True)
 

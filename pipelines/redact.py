@@ -18,8 +18,10 @@ __all__ = ["REDACTED", "inert", "redact_text", "redact_url"]
 
 REDACTED = "***"
 
-# scheme://userinfo@ anywhere in a text; userinfo stops at the first "/", "?", "#", "@" or space.
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)([^\s/?#@\"'<>]*)@")
+# scheme://userinfo@ anywhere in a text; userinfo stops at the first "/", "?", "#", "@" or space. Or, without
+# a scheme, user:password@ where a URL's authority was quoted alone ("invalid hostname: user:pw@host").
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)([^\s/?#@\"'<>]*)@"
+                       r"|(?<![\w.:/@-])()([^\s/?#@:\"'<>]+:[^\s/?#@\"'<>]+)@(?=[\w\[])")
 
 
 def redact_url(url: str) -> str:
@@ -29,13 +31,15 @@ def redact_url(url: str) -> str:
 
 def redact_text(text: str) -> str:
     """Every ``scheme://user:password@`` in ``text`` with its userinfo replaced by ``***``."""
-    if "@" not in text or "://" not in text:  # the common case: nothing to look for
+    if "@" not in text:  # the common case: nothing to look for
         return text
     return _USERINFO.sub(_hide, text)
 
 
 def _hide(match: re.Match[str]) -> str:
-    return f"{match.group(1)}{REDACTED}@" if match.group(2) else match.group(0)
+    if match.group(1) is not None:
+        return f"{match.group(1)}{REDACTED}@" if match.group(2) else match.group(0)
+    return f"{REDACTED}@"
 
 
 # C0 and C1 controls and DEL, except tab and newline; plus the invisible format characters that reorder

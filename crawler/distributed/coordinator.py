@@ -269,6 +269,7 @@ class Coordinator:
 
     def _seed(self, prep: dict[str, Any]) -> None:
         from crawler.distributed.worker import DistributedUrlsSpider
+        from crawler.spiders.urls import problem_outcome
 
         options = self.options
         spider = DistributedUrlsSpider(
@@ -283,8 +284,7 @@ class Coordinator:
         if prep["problems"] and self.r.set(self.keys.problems_queued, 1, nx=True):
             pipe = self.r.pipeline(transaction=True)
             for problem in prep["problems"]:
-                pipe.rpush(self.keys.items, encode_item(
-                    FetchOutcome(url=problem.raw, outcome="skipped", reason=f"{problem.origin}: {problem.reason}")))
+                pipe.rpush(self.keys.items, encode_item(problem_outcome(problem)))
             pipe.execute()
 
     def _wait(self, writer: Writer) -> None:

@@ -46,6 +46,7 @@ from crawler.middlewares.ssrf import GuardedResolver, blocked_reason_for_host
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
 from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
 from pipelines.items import FetchedPage, FetchOutcome
+from pipelines.redact import inert, redact_text, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ class UrlsSpider(scrapy.Spider):
         for problem in self.problems:
             log.info("Skipping %s", problem)
             self._count("skipped/invalid_url")
-            yield FetchOutcome(url=problem.raw, outcome="skipped", reason=f"{problem.origin}: {problem.reason}")
+            yield problem_outcome(problem)
         # Fresh listed URLs last: the links they lead to must not take max_pages from listed URLs.
         for listed in sorted(self.listed, key=lambda entry: entry.url in self.fresh):
             for request in self._schedule(listed.url, depth=0):
@@ -229,7 +230,7 @@ class UrlsSpider(scrapy.Spider):
         links = self._page_links(response)
         yield FetchedPage(
             url=listed_url,
-            final_url=response.url,
+            final_url=redact_url(response.url),  # a redirect may have added credentials
             status=response.status,
             content_type=content_type,
             etag=_header(response, "ETag"),
@@ -344,6 +345,12 @@ class UrlsSpider(scrapy.Spider):
             self.crawler.stats.inc_value(f"webqa/{key}")
 
 
+def problem_outcome(problem: UrlProblem) -> FetchOutcome:
+    """The record of a rejected list entry: where it is and why, never its content (a URL file's line may be
+    ``root:$6$…`` or ``password=…``, and fetch_log is read by more people than the file)."""
+    return FetchOutcome(url=problem.origin, outcome="skipped", reason=problem.reason.split(" (", 1)[0])
+
+
 _TEXT_CONTROLS = {9, 10, 12, 13, 27}  # tab, newline, form feed, carriage return, escape (ANSI in <pre>)
 
 
@@ -368,8 +375,15 @@ def describe_failure(failure: Failure, max_redirects: int | None = None,
     """Map a download failure to ``(outcome, reason)`` in words a user can act on.
 
     ``resolver`` is the SSRF guard's (default: the one installed in the reactor), asked why a host it
-    refused at connect time failed as a DNS lookup.
+    refused at connect time failed as a DNS lookup. The reason quotes what servers sent (a redirect's
+    Location): shown without URL credentials and control characters, on one line.
     """
+    outcome, reason = _describe_failure(failure, max_redirects, resolver)
+    return outcome, inert(redact_text(reason), one_line=True)
+
+
+def _describe_failure(failure: Failure, max_redirects: int | None,
+                      resolver: GuardedResolver | None) -> tuple[str, str]:
     exc = failure.value
     # Our own middlewares say which outcome their refusals are: the SSRF guard's "blocked: …" is a
     # policy skip like robots.txt, a Retry-After beyond the limit a failure.
