@@ -278,6 +278,9 @@ class Coordinator:
             stored_links=prep["links"], fresh=prep["fresh"], frontier=self.frontier,
         )
         for request in spider.seed_requests():
+            if isinstance(request, FetchOutcome):  # a listed URL not to be requested: its record, as an item
+                self.r.rpush(self.keys.items, encode_item(request))
+                continue
             data = JsonSerializer.dumps(request.to_dict(spider=spider))
             self.frontier.push(request.meta["webqa_id"], data, request.priority, urlsplit(request.url).hostname or "")
         # Invalid URLs are items like any other (as the local spider yields them), queued once.

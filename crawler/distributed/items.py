@@ -55,8 +55,13 @@ class LeaseItemPipeline(RedisPipeline):
         frontier = self.crawler.spider.frontier  # type: ignore[union-attr]
         data = encode_item(item)
         # A large page takes a few ms to send: off the reactor thread, which times the gate's grants.
+        # A record of a URL never leased (a link too long to request) has no lease to end: it is only handed over.
+        def push(_url: str, payload: bytes) -> None:
+            frontier.r.rpush(frontier.keys.items, payload)
+
+        hand_over = frontier.ack if item_url(item) in frontier.held else push
         try:
-            await asyncio.get_running_loop().run_in_executor(None, frontier.ack, item_url(item), data)
+            await asyncio.get_running_loop().run_in_executor(None, hand_over, item_url(item), data)
         except redis.RedisError as exc:  # the lease expires and another worker fetches the URL again
             log.warning("Cannot hand the item for %s to Redis: %s", item_url(item), exc)
         return item

@@ -28,6 +28,7 @@ from crawler.distributed.queue import (
     DEFAULT_LEASE_SECONDS, REGISTRY, Admission, Frontier, Keys, RedisLost, connect,
 )
 from crawler.spiders.urls import UrlsSpider
+from pipelines.items import FetchOutcome
 from pipelines.errors import ConfigError, NothingToDoError, WebqaError
 
 log = logging.getLogger(__name__)
@@ -86,8 +87,14 @@ class DistributedUrlsSpider(UrlsSpider):
         return
         yield  # noqa: unreachable - makes this an async generator
 
-    def _schedule(self, url: str, depth: int) -> Iterator[scrapy.Request]:
+    def _schedule(self, url: str, depth: int) -> Iterator[scrapy.Request | FetchOutcome]:
         assert self.frontier is not None
+        if self._too_long(url):
+            if self.frontier.admit(url, depth, fresh=False, max_pages=0) != Admission.SEEN:
+                self._count("failed/url_too_long")
+                yield FetchOutcome(url, "failed", f"URL longer than {self.max_url_length} characters ({len(url)}); "
+                                                  "not requested (WEBQA_MAX_URL_LENGTH)")
+            return
         verdict = self.frontier.admit(url, depth, fresh=url in self.fresh, max_pages=self.shared_max_pages)
         if verdict == Admission.SEEN:
             return

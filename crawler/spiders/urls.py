@@ -45,6 +45,7 @@ from crawler.middlewares.internal_error import guarded
 from crawler.middlewares.ssrf import GuardedResolver, blocked_reason_for_host
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
 from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
+from pipelines.defaults import MAX_URL_LENGTH
 from pipelines.items import FetchedPage, FetchOutcome
 from pipelines.redact import inert, redact_text, redact_url
 
@@ -109,6 +110,7 @@ class UrlsSpider(scrapy.Spider):
         # URLs fetched or confirmed within crawl.recrawl_after: not requested, but reached all the same.
         self.fresh = frozenset(fresh)
         self.scheduled = 0
+        self.max_url_length = MAX_URL_LENGTH
         self.seen: set[str] = set()
         # url → link depth of every URL this crawl reached (requested or fresh): the job's pages.
         self.reached: dict[str, int] = {}
@@ -118,6 +120,7 @@ class UrlsSpider(scrapy.Spider):
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> UrlsSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
+        spider.max_url_length = crawler.settings.getint("WEBQA_MAX_URL_LENGTH", spider.max_url_length)
         crawler.signals.connect(spider._response_started, signal=signals.headers_received)
         return spider
 
@@ -149,8 +152,11 @@ class UrlsSpider(scrapy.Spider):
             for request in self._schedule(listed.url, depth=0):
                 yield request
 
-    def _schedule(self, url: str, depth: int) -> Iterator[scrapy.Request]:
+    def _schedule(self, url: str, depth: int) -> Iterator[scrapy.Request | FetchOutcome]:
         """The request for ``url``; for a fresh URL, none, but the requests its stored links lead to."""
+        if self._too_long(url):
+            yield from self._record_too_long(url, depth)
+            return
         if url in self.fresh and url not in self.seen:
             self.seen.add(url)
             self.reached[url] = depth
@@ -161,6 +167,19 @@ class UrlsSpider(scrapy.Spider):
         request = self._request(url, depth)
         if request is not None:
             yield request
+
+    def _too_long(self, url: str) -> bool:
+        return bool(self.max_url_length) and len(url) > self.max_url_length
+
+    def _record_too_long(self, url: str, depth: int) -> Iterator[FetchOutcome]:
+        """A URL too long to request is failed, once, with the reason (Scrapy would drop it with a log line)."""
+        if url in self.seen:
+            return
+        self.seen.add(url)
+        self.reached[url] = depth
+        self._count("failed/url_too_long")
+        yield FetchOutcome(url, "failed", f"URL longer than {self.max_url_length} characters ({len(url)}); "
+                                          "not requested (WEBQA_MAX_URL_LENGTH)")
 
     def _request(self, url: str, depth: int) -> scrapy.Request | None:
         if url in self.seen:
