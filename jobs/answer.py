@@ -194,7 +194,7 @@ class QuestionAnswerer:
         else:
             self._ask_llm(outcome, attempt)
         if attempt.data is not None:
-            attempt.validation = validate_answer(attempt.data, sources)
+            attempt.validation = validate_answer(attempt.data, sources, outcome.spec.question)
         self._record(outcome, attempt)
         return attempt
 
