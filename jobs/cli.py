@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -641,7 +643,40 @@ def _exit_now(console: Console, code: int) -> None:
     os._exit(code)
 
 
+def _signals_until_exit() -> None:
+    """From here to the process's end a stop signal exits 130 at once: the run has recorded its outcome,
+    and the default action would end the process as killed (143 for SIGTERM), which cron reads otherwise."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def exit_130(_signum: int, _frame: Any) -> None:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(int(ExitCode.INTERRUPTED))
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, exit_130)
+
+
+def _signals_until_handled() -> None:
+    """Before a command installs its own handling, SIGTERM stops like SIGINT (KeyboardInterrupt: exit 130)."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # the process's own command line: main owns the process's signals
+        _signals_until_handled()
+    try:
+        return _main(argv)
+    finally:
+        if argv is None:
+            _signals_until_exit()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     log: TextIO | None = None
