@@ -88,6 +88,11 @@ class Console:
             self.log = None
 
 
+def show(text: object = "") -> None:
+    """print() for text that carries what came from outside (answers, quotes, URLs, headings): :func:`shown`."""
+    print(shown(str(text)), flush=True)
+
+
 def shown(message: str) -> str:
     """What may reach a terminal, cron mail or log file: no URL credentials, no control characters (text
     from pages, LLM replies and URLs is in many messages)."""
@@ -364,7 +369,7 @@ def cmd_runs(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(runs_json(runs), ensure_ascii=False, indent=2, default=str))
     else:
-        print(render_runs(runs))
+        show(render_runs(runs))
     return ExitCode.OK
 
 
@@ -377,7 +382,7 @@ def cmd_reindex(args: argparse.Namespace, console: Console) -> int:
     with Store.open(args.db) as store:
         store.reindex()
         chunks = store.count_chunks()
-    print(f"reindexed {chunks} chunks in {time.perf_counter() - started:.1f} s")
+    show(f"reindexed {chunks} chunks in {time.perf_counter() - started:.1f} s")
     return ExitCode.OK
 
 
@@ -401,7 +406,7 @@ def cmd_diff(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(diff_json(diff), ensure_ascii=False, indent=2, default=str))
     else:
-        print("\n".join(render_diff(diff, between=True)).rstrip())
+        show("\n".join(render_diff(diff, between=True)).rstrip())
     return ExitCode.OK
 
 
@@ -460,20 +465,20 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
 
 def _print_answer(obj: dict, dry_run: bool) -> None:
     if dry_run:
-        print(f"Selection ({obj['method_used']}):")
+        show(f"Selection ({obj['method_used']}):")
         for chunk in obj["chunks"]:
             mark = f"SOURCE {chunk['source_number']}" if chunk["sent"] else "dropped"
-            print(f"  #{chunk['rank']:<3} {chunk['score']:.4f}  {mark:<9}  {chunk['heading_path'] or chunk['url']}")
-        print()
-        print(obj["prompt"] or "")
+            show(f"  #{chunk['rank']:<3} {chunk['score']:.4f}  {mark:<9}  {chunk['heading_path'] or chunk['url']}")
+        show()
+        show(obj["prompt"] or "")
         return
-    print(obj.get("answer"))
-    print()
-    print(f"Confidence: {obj.get('confidence')}; grounded: {'yes' if obj.get('grounded') else 'no'}; "
+    show(obj.get("answer"))
+    show()
+    show(f"Confidence: {obj.get('confidence')}; grounded: {'yes' if obj.get('grounded') else 'no'}; "
           f"answer id {obj.get('answer_id')} (webqa explain {obj.get('answer_id')})")
     for c in obj.get("citations", []):
         mark = "ok" if c["valid"] else f"INVALID: {c['reason']}"
-        print(f"  [{c['source']}] {c.get('heading_path') or ''} <{c.get('url')}> “{c['quote']}” ({mark})")
+        show(f"  [{c['source']}] {c.get('heading_path') or ''} <{c.get('url')}> “{c['quote']}” ({mark})")
 
 
 def cmd_schema(args: argparse.Namespace, console: Console) -> int:
@@ -525,7 +530,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
                            "lost_at": {m: f.lost_at(m, max(1, args.top_k)) for m in methods}} for f in funnels],
         }, indent=2))
     else:
-        print(render_table(funnels, summary, methods))
+        show(render_table(funnels, summary, methods))
     return ExitCode.OK
 
 
@@ -535,7 +540,7 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
 
     with RunStore.open(args.db, read_only=True) as store:
         store.require_runs()
-        print(explain_answer(store, args.answer_id, show_prompt=not args.no_prompt))
+        show(explain_answer(store, args.answer_id, show_prompt=not args.no_prompt))
     return ExitCode.OK
 
 

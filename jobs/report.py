@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from jobs.answer import Attempt, Outcome, candidate_dict, citation_records, selection_rows
+from pipelines.redact import inert
 
 
 def outcome_json(outcome: Outcome) -> dict[str, Any]:
@@ -132,9 +133,10 @@ def write_markdown_report(out: TextIO, title: str, summary_lines: Sequence[str],
         lines += ["# Answers", ""]
     lines += [f"- {line}" for line in summary_lines]
     lines.append("")
-    out.write("\n".join(lines))
+    # Answers, quotes, headings and URLs come from outside: a control character is shown, never obeyed.
+    out.write(inert("\n".join(lines)))
     for obj in results:
-        out.write("\n" + "\n".join(_answer_section(obj)))
+        out.write(inert("\n" + "\n".join(_answer_section(obj))))
 
 
 def _answer_section(obj: dict[str, Any]) -> list[str]:
@@ -178,7 +180,20 @@ def write_csv(path: Path, results: Iterable[dict[str, Any]]) -> None:
         for obj in results:
             row = dict(obj)
             row["citations"] = "; ".join(f"[{c['source']}] {c.get('url') or ''}" for c in obj.get("citations", []))
-            writer.writerow(row)
+            writer.writerow({key: csv_cell(value) for key, value in row.items()})
+
+
+# A spreadsheet runs a cell that starts with one of these as a formula (=HYPERLINK(…), +cmd|…, @SUM(…)).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV value that a spreadsheet shows as text: control characters escaped, a formula start quoted
+    with a leading apostrophe (OWASP's advice); numbers and booleans stay as they are."""
+    if not isinstance(value, str):
+        return value
+    text = inert(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
 
 
 __all__ = ["outcome_json", "answer_row_json", "write_jsonl_line", "markdown_report", "write_markdown_report", "write_csv", "candidate_dict"]
