@@ -145,6 +145,8 @@ class UrlsSpider(scrapy.Spider):
     async def start(self) -> AsyncIterator[Any]:
         for problem in self.problems:
             log.info("Skipping %s", problem)
+            if problem.duplicate:
+                continue  # the first listing is the URL: fetched, counted and recorded once
             self._count("skipped/invalid_url")
             yield problem_outcome(problem)
         # Fresh listed URLs last: the links they lead to must not take max_pages from listed URLs.
