@@ -708,26 +708,33 @@ def _exit_now(console: Console, code: int) -> None:
 
 
 def _signals_until_exit() -> None:
-    """From here to the process's end a stop signal exits 130 at once: the run has recorded its outcome,
-    and the default action would end the process as killed (143 for SIGTERM), which cron reads otherwise."""
+    """From here to the process's end a stop signal is ignored: the command has recorded its outcome and its
+    exit code says it (130 after a first signal). A Python handler would not do: interpreter shutdown puts
+    the default action back, which ends the process as killed (143 for SIGTERM); an ignored signal stays so."""
     if threading.current_thread() is not threading.main_thread():
         return
-
-    def exit_130(_signum: int, _frame: Any) -> None:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(int(ExitCode.INTERRUPTED))
-
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, exit_130)
+        signal.signal(sig, signal.SIG_IGN)
+
+
+class _Outcome:
+    """Whether the command has its outcome (its exit code decided): later stop signals change nothing."""
+
+    decided = False
+
+
+def _stop(_signum: int, _frame: Any) -> None:
+    """SIGINT and SIGTERM outside a command's own handling: stop (exit 130) until the outcome is decided."""
+    if not _Outcome.decided:
+        raise KeyboardInterrupt
 
 
 def _signals_until_handled() -> None:
-    """Before a command installs its own handling, SIGTERM stops like SIGINT (KeyboardInterrupt: exit 130)."""
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+    """Before and after a command's own handling, SIGTERM stops like SIGINT (KeyboardInterrupt: exit 130)."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
+                signal.signal(sig, _stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -735,6 +742,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _signals_until_handled()
     try:
         return _main(argv)
+    except KeyboardInterrupt:  # a signal as the outcome was being decided: the run is stopped either way
+        return int(ExitCode.INTERRUPTED)
     finally:
         if argv is None:
             _signals_until_exit()
@@ -765,21 +774,25 @@ def _main(argv: Sequence[str] | None) -> int:
             console._stamp(f"$ webqa {' '.join(sys.argv[1:] if argv is None else argv)}")
         _check_db(args)
         code = int(handler(args, console))
+        _Outcome.decided = True
         console.quiet_line(code)
         if log is not None:
             console._stamp(f"exit {code}")
         return code
     except Interrupted as exc:
+        _Outcome.decided = True
         console.error(f"Interrupted: {exc}")
         console._stamp(f"exit {int(exc.exit_code)}")
         if exc.immediate:
             _exit_now(console, int(exc.exit_code))
         return int(exc.exit_code)
     except WebqaError as exc:
+        _Outcome.decided = True
         console.error(f"Error: {exc}")
         console._stamp(f"exit {int(exc.exit_code)}")
         return int(exc.exit_code)
     except KeyboardInterrupt:
+        _Outcome.decided = True
         console.error("Interrupted.")
         console._stamp(f"exit {int(ExitCode.INTERRUPTED)}")
         return int(ExitCode.INTERRUPTED)
