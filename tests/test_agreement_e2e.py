@@ -68,7 +68,7 @@ def run(tmp_path: Path, crawled: Path, faithful: bool) -> tuple[subprocess.Compl
         + "output:\n  formats: [jsonl, markdown]\n")
     with FakeOllama() as fake:
         fake.chat_responder = responder(faithful)
-        done = webqa("run", job, "--no-crawl", "--db", db, "--out", tmp_path / "out", "-q", host=fake.url, cwd=tmp_path)
+        done = webqa("run", job, "--no-crawl", "--db", db, "--out", tmp_path / "out", host=fake.url, cwd=tmp_path)
     return done, db
 
 
