@@ -49,8 +49,10 @@ from crawler.spiders.sitemap_reader import SitemapReader
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
 from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
 from pipelines import defaults
+from pipelines.defaults import MAX_URL_LENGTH
 from pipelines.formats import HTML_TYPES, document_kind
 from pipelines.items import FetchedPage, FetchOutcome
+from pipelines.redact import inert, redact_text, redact_url
 from pipelines.robots_meta import Directives, page_directives
 
 log = logging.getLogger(__name__)
@@ -119,6 +121,7 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
         self.stored_at: Mapping[str, datetime] = stored_at or {}
         self.sitemap_max_urls = int(sitemap_max_urls)
         self.scheduled = 0
+        self.max_url_length = MAX_URL_LENGTH
         self.seen: set[str] = set()
         # url → link depth of every URL this crawl reached (requested or fresh): the job's pages.
         self.reached: dict[str, int] = {}
@@ -128,6 +131,7 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> UrlsSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
+        spider.max_url_length = crawler.settings.getint("WEBQA_MAX_URL_LENGTH", spider.max_url_length)
         crawler.signals.connect(spider._response_started, signal=signals.headers_received)
         return spider
 
@@ -155,15 +159,18 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
             if problem.duplicate:
                 continue  # the first listing is the URL: fetched, counted and recorded once
             self._count("skipped/invalid_url")
-            yield FetchOutcome(url=problem.raw, outcome="skipped", reason=f"{problem.origin}: {problem.reason}")
+            yield problem_outcome(problem)
         # Fresh listed URLs last: the links they lead to must not take max_pages from listed URLs.
         for listed in sorted(self.listed, key=lambda entry: entry.url in self.fresh and not entry.sitemap):
             for request in self.sitemap_request(listed.url) if listed.sitemap else self._schedule(listed.url, depth=0):
                 yield request
 
-    def _schedule(self, url: str, depth: int, *, fresh: bool = False) -> Iterator[scrapy.Request]:
+    def _schedule(self, url: str, depth: int, *, fresh: bool = False) -> Iterator[scrapy.Request | FetchOutcome]:
         """The request for ``url``; for a fresh URL (or ``fresh``: a sitemap's lastmod says so), none, but the
         requests its stored links lead to."""
+        if self._too_long(url):
+            yield from self._record_too_long(url, depth)
+            return
         if (fresh or url in self.fresh) and url not in self.seen:
             self.seen.add(url)
             self.reached[url] = depth
@@ -174,6 +181,19 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
         request = self._request(url, depth)
         if request is not None:
             yield request
+
+    def _too_long(self, url: str) -> bool:
+        return bool(self.max_url_length) and len(url) > self.max_url_length
+
+    def _record_too_long(self, url: str, depth: int) -> Iterator[FetchOutcome]:
+        """A URL too long to request is failed, once, with the reason (Scrapy would drop it with a log line)."""
+        if url in self.seen:
+            return
+        self.seen.add(url)
+        self.reached[url] = depth
+        self._count("failed/url_too_long")
+        yield FetchOutcome(url, "failed", f"URL longer than {self.max_url_length} characters ({len(url)}); "
+                                          "not requested (WEBQA_MAX_URL_LENGTH)")
 
     def _request(self, url: str, depth: int) -> scrapy.Request | None:
         if url in self.seen:
@@ -256,7 +276,7 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
             links.append(canonical)
         yield FetchedPage(
             url=listed_url,
-            final_url=response.url,
+            final_url=redact_url(response.url),  # a redirect may have added credentials
             status=response.status,
             content_type=content_type,
             etag=_header(response, "ETag"),
@@ -406,6 +426,12 @@ def looks_like_sitemap(body: bytes) -> bool:
     return head.startswith(b"\x1f\x8b") or b"<urlset" in head or b"<sitemapindex" in head
 
 
+def problem_outcome(problem: UrlProblem) -> FetchOutcome:
+    """The record of a rejected list entry: where it is and why, never its content (a URL file's line may be
+    ``root:$6$…`` or ``password=…``, and fetch_log is read by more people than the file)."""
+    return FetchOutcome(url=problem.origin, outcome="skipped", reason=problem.reason.split(" (", 1)[0])
+
+
 _TEXT_CONTROLS = {9, 10, 12, 13, 27}  # tab, newline, form feed, carriage return, escape (ANSI in <pre>)
 
 
@@ -430,8 +456,15 @@ def describe_failure(failure: Failure, max_redirects: int | None = None,
     """Map a download failure to ``(outcome, reason)`` in words a user can act on.
 
     ``resolver`` is the SSRF guard's (default: the one installed in the reactor), asked why a host it
-    refused at connect time failed as a DNS lookup.
+    refused at connect time failed as a DNS lookup. The reason quotes what servers sent (a redirect's
+    Location): shown without URL credentials and control characters, on one line.
     """
+    outcome, reason = _describe_failure(failure, max_redirects, resolver)
+    return outcome, inert(redact_text(reason), one_line=True)
+
+
+def _describe_failure(failure: Failure, max_redirects: int | None,
+                      resolver: GuardedResolver | None) -> tuple[str, str]:
     exc = failure.value
     # Our own middlewares say which outcome their refusals are: the SSRF guard's "blocked: …" is a
     # policy skip like robots.txt, a Retry-After beyond the limit a failure.
