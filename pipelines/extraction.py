@@ -8,6 +8,7 @@ Scrapy goes on downloading.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import multiprocessing
 import os
@@ -254,7 +255,8 @@ class ExtractionPipeline:
         if stats is not None:
             stats.inc_value(f"webqa/extractor/{clean.method}")
         return ExtractedPage(
-            page=item, title=clean.title, lang=clean.lang, extractor=clean.method, text=clean.text,
+            # A document's bytes are not needed once read (and a page shipped through Redis is JSON).
+            page=dataclasses.replace(item, body=None) if item.body is not None else item, title=clean.title, lang=clean.lang, extractor=clean.method, text=clean.text,
             text_bytes=clean.text_bytes, chunks=list(result.chunks), seconds=result.seconds,
         )
 

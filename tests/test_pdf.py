@@ -19,6 +19,8 @@ from tests.fake_ollama import FakeOllama, user_prompt
 from tests.site_server import SiteServer
 from tests.support.crawling import crawl_api, fetch_log, ok, pages, rows, run_cli, summary
 from tests.support.pdfs import MANUAL, OUTLINE, make_pdf, prose_about
+from tests.support.redis import (  # noqa: F401 - procs, redis_server and redis_url are fixtures, used by name
+    REDIS_SERVER, Procs, procs, redis_server, redis_url)
 from tests.support.responders import quoting, run_quietly
 from tests.support.run import prompt_question, webqa
 
@@ -140,3 +142,17 @@ def test_a_pdf_is_bounded_in_cpu_like_a_page(site: SiteServer, tmp_path: Path) -
     ok(crawl_api(db, urls=[site.url(0, "/big.pdf")], extra_settings={"WEBQA_PDF_EXTRACT_TIMEOUT": 0.05}), 3)
 
     assert fetch_log(db)[site.url(0, "/big.pdf")][:2] == ("failed", "extraction used more than 0.05 s of CPU")
+
+
+@pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed (apt-get install -y redis-server)")
+def test_a_pdf_crawled_through_redis_keeps_its_pages(procs: Procs, site: SiteServer) -> None:
+    site.add(0, "/manual.pdf", make_pdf(MANUAL, outline=OUTLINE, title="Lumen Manual"), content_type=PDF)
+    url = site.url(0, "/manual.pdf")
+
+    coordinator = procs.coordinator([url], "--delay", "0")
+    worker = procs.worker()
+    out = procs.finish(coordinator)
+    procs.finish(worker, 60)
+
+    assert coordinator.returncode == 0, out[-3000:]
+    assert rows(procs.db, "SELECT page FROM chunks WHERE url = ? ORDER BY ordinal", [url]) == [(1,), (2,), (3,)]
