@@ -70,11 +70,14 @@ class DevsetKind:
 
 
 POSTGRESQL_CORPUS = common.REPO / "build" / "corpus-postgresql" / "usr/share/doc/postgresql-doc-15/html"
+GIT_CORPUS = common.REPO / "build" / "corpus-git" / "usr/share/doc/git-doc"
 DEVSETS = {
     "python": DevsetKind(QUESTIONS, URLS, common.CORPUS, DEVSET_DB, "recall", "scripts/install-corpus.sh"),
     "postgresql": DevsetKind(DEVSET / "postgresql" / "questions.yaml", DEVSET / "postgresql" / "urls.txt",
                              POSTGRESQL_CORPUS, common.RESULTS / "devset-postgresql.duckdb", "recall-postgresql",
                              "scripts/install-corpus-postgresql.sh"),
+    "git": DevsetKind(DEVSET / "git" / "questions.yaml", DEVSET / "git" / "urls.txt", GIT_CORPUS,
+                      common.RESULTS / "devset-git.duckdb", "recall-git", "scripts/install-corpus-git.sh"),
 }
 
 
@@ -642,8 +645,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "recall-DBNAME with --db) so experiments do not replace the baseline")
     parser.add_argument("--quiet-table", action="store_true", help="do not print the per-question funnel table")
     parser.add_argument("--devset", choices=sorted(DEVSETS), default="python",
-                        help="development corpus: python (the Python 3.11 manual, default) or postgresql "
-                             "(the PostgreSQL 15 manual, benchmarks/devset/postgresql/)")
+                        help="development corpus: python (the Python 3.11 manual, default), postgresql "
+                             "(the PostgreSQL 15 manual, benchmarks/devset/postgresql/) or git (Git's manual, "
+                             "asciidoc, benchmarks/devset/git/)")
     parser.add_argument("--budget", type=int, default=None,
                         help="token budget for answer-in-prompt (default: the product's selection.token_budget)")
     parser.add_argument("--pack-top-k", type=int, default=None,
