@@ -581,7 +581,9 @@ def headline(funnels: Sequence[Any], methods: Sequence[str]) -> dict[str, dict[s
                 "para_answer_in_prompt": para_summary[m]["answer_in_prompt"] if para else None,
                 "evidence_tokens_median": whole[m]["evidence_tokens_median"],
                 "evidence_tokens_mean": whole[m]["evidence_tokens_mean"],
-                "sources_median": whole[m]["sources_median"], "lost_at_packing": whole[m]["lost_at_packing"]}
+                "sources_median": whole[m]["sources_median"], "lost_at_packing": whole[m]["lost_at_packing"],
+                "answer_in_top_40": whole[m]["answer_in_top_40"], "prompt_losses": whole[m]["prompt_losses"],
+                "para_prompt_losses": para_summary[m]["prompt_losses"] if para else None}
             for m in methods
         }
     return out
@@ -838,6 +840,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{_fmt(h['para_answer_in_prompt']):>14} {_fmt(h['evidence_tokens_median']):>7} "
                       f"{_fmt(h['sources_median']):>7}")
 
+        print()
+        print("Where answers are lost before the first prompt (answerable questions; paraphrased in brackets):")
+        for name in ("check", "tune"):
+            for m in methods:
+                h = halves[name][m]
+                para = h["para_prompt_losses"] or {}
+                print(f"  {name:<6} {m:<8} top 40 {h['answer_in_top_40']:.3f}, in prompt {h['answer_in_prompt']:.3f}; "
+                      + ", ".join(f"{k} {v} [{para.get(k, 0)}]" for k, v in h["prompt_losses"].items()))
+
         if args.sweep:
             sweep: dict[str, Any] = {}
             print()
@@ -952,7 +963,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             {"id": f.question.id, "url": f.question.url, "in_html": f.in_html, "in_text": f.in_text,
              "answer_chunks": len(f.answer_chunks), "ranks": f.ranks, "best_scores": f.best_scores,
              "half": half(f.question.id), "in_prompt": f.in_prompt, "in_prompt_wider": f.in_prompt_wider,
-             "evidence_tokens": f.prompt_tokens,
+             "evidence_tokens": f.prompt_tokens, "packing_ranks": f.packing_ranks, "cut_ranks": f.cut_ranks,
+             "prompt_loss": {m: f.prompt_loss(m) for m in methods} if f.answerable else None,
              "lost_at": {m: f.lost_at(m) for m in methods} if f.answerable else None, "notices": f.notices}
             for f in funnels
         ],

@@ -333,15 +333,39 @@ class Question(_Model):
 
 
 class RerankConfig(_Model):
-    """Opt-in listwise rerank of the top candidates by the job's own model (jobs/rerank.py)."""
+    """Opt-in second look at the top candidates: with ``embedding_model``, a second embedding model of the
+    same Ollama scores their sentence windows (jobs/second_stage.py); without it, the job's own chat model
+    orders them in one call (jobs/rerank.py)."""
 
-    candidates: int = Field(
-        20, ge=2, le=50, description="How many of the best candidates the model orders (one call per question)."
+    embedding_model: NonEmptyStr | None = Field(
+        None, description="A second Ollama embedding model that scores each top candidate by its best sentence "
+        "window against the question (its task prefixes are added by name, as for embedding_model); null: the "
+        "chat model orders them instead.",
+    )
+    candidates: int | None = Field(
+        None, ge=2, le=50, description="How many of the best candidates are looked at again; null: 40 with "
+        "embedding_model, 20 for the chat model (one call per question).",
+    )
+    weight: float = Field(
+        0.5, ge=0, le=1, description="embedding_model: the share of its score in the new order (the rest is "
+        "the first selection's score, both scaled within the candidates); 0 keeps the order and only cuts passages.",
     )
     excerpt_chars: int = Field(
-        600, ge=100, le=4000, description="Longest excerpt of each candidate shown to the model, in characters."
+        600, ge=100, le=4000, description="Chat model: longest excerpt of each candidate shown to it, in characters."
     )
     timeout: PosFloat = Field(60.0, description="Seconds the rerank call may take; then the selection order is kept.")
+
+
+class PassagesConfig(_Model):
+    """Send the best part of each top candidate instead of the whole chunk (jobs/second_stage.py)."""
+
+    words: int = Field(
+        120, ge=30, le=1000, description="Most words of a passage: the best-scoring sentence window of the chunk, "
+        "grown by neighbouring sentences.",
+    )
+    candidates: int = Field(
+        40, ge=1, le=50, description="How many of the best candidates are cut to passages (the rest are sent whole).",
+    )
 
 
 class SelectionConfig(_Model):
@@ -371,8 +395,14 @@ class SelectionConfig(_Model):
         "embedding model's own (nomic-embed-text: 'search_document: '), '' for none. Changing it re-embeds.",
     )
     rerank: RerankConfig | None = Field(
-        None, description="Off unless set: the answering model reorders the top candidates before packing "
-        "(one more LLM call per question; unmeasured, see README). {} takes the defaults.",
+        None, description="Off unless set: the top candidates are ordered again before packing, by a second "
+        "embedding model (embedding_model) or by the answering model (one more LLM call per question). {} takes "
+        "the defaults (the answering model). BENCHMARKS.md, 'Selection, round 3', has what each costs.",
+    )
+    passages: PassagesConfig | None = Field(
+        None, description="Off unless set: each top candidate is sent as its best passage (a sentence window "
+        "scored by the embedding model, or by the question's words under bm25) instead of the whole chunk, so "
+        "more candidates fit the token budget. {} takes the defaults.",
     )
 
 

