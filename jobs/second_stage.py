@@ -29,12 +29,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import duckdb
+
 from jobs.errors import LLMError
+from jobs.extractive import stem
 from jobs.passages import best_passage, lexical_scores, units, window_text, windows
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for, vector_space
 from jobs.rerank import RerankTrail
-from jobs.select import Candidate, Embedder, Selector, _min_max, _stems
-from pipelines import vectors
+from jobs.select import Candidate, Embedder, Selector, _min_max, question_keywords
+from pipelines import search_index, vectors
 from pipelines.vectors import embed_text, text_key
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,12 @@ class StageSettings:
     weight: float = 0.0
     # Send each scored candidate as a passage of at most this many words; None: whole chunks.
     passage_words: int | None = DEFAULT_PASSAGE_WORDS
+    # A window's score is its cosine plus this share of its idf-weighted question stems (exact terms the
+    # embedding may miss); under bm25 the stems alone.
+    lexical_weight: float = 0.0
+    # The best this many (after any reorder) are sent whole all the same: a passage can miss the answer,
+    # and below the first few the chunk would not have fit the budget whole anyway.
+    whole_top: int = 0
 
 
 def fuse_order(candidates: Sequence[Candidate], weight: float) -> list[Candidate]:
@@ -123,19 +132,38 @@ class SecondStage:
                 self.notice = self.notice or self.error
                 log.info("%s", self.error)  # the notice is said by the run (once), not here
                 trail.status, trail.error = "failed", self.error
+        stems, idf = self._stem_weights(question)
+        lexical = [lexical_scores(stems, c.heading, _window_texts(c), idf) for c in top]
         if scores is None:
-            stems = _stems(question)
-            scores = [lexical_scores(stems, c.heading, _window_texts(c)) for c in top]
-            weight = 0.0
+            scores, weight = lexical, 0.0
         else:
             weight = s.weight
+            if s.lexical_weight:
+                scores = [[e + s.lexical_weight * x for e, x in zip(em, lx, strict=True)]
+                          for em, lx in zip(scores, lexical, strict=True)]
+        whole = {c.chunk_id: c for c in top}
         scored = [as_passage(c, sc, s.passage_words) for c, sc in zip(top, scores, strict=True)]
-        ordered = fuse_order(scored, weight) + list(candidates[len(top):])
+        ordered = fuse_order(scored, weight)
+        ordered = [replace(c, text=whole[c.chunk_id].text, span=None) if i < s.whole_top else c
+                   for i, c in enumerate(ordered)] + list(candidates[len(top):])
         trail.after = [c.chunk_id for c in ordered[: len(top)]]
         if trail.status == "unchanged" and trail.after != before:
             trail.status = "reranked"
         trail.seconds = time.monotonic() - started
         return [replace(c, rank=i) for i, c in enumerate(ordered, start=1)], trail
+
+    def _stem_weights(self, question: str) -> tuple[list[str], list[float] | None]:
+        """The question's stems and their idf in the store (rare terms weigh more); None: equal weights."""
+        words = question_keywords(question)
+        stems = list(dict.fromkeys(stem(w) for w in words))
+        try:
+            idf = search_index.idf(self.selector.conn, words)
+        except duckdb.Error:
+            return stems, None
+        by_stem: dict[str, float] = {}
+        for word in words:
+            by_stem[stem(word)] = max(by_stem.get(stem(word), 0.0), idf.get(word, 0.0))
+        return stems, [by_stem[s] for s in stems]
 
     def _embedding_scores(self, question: str, top: Sequence[Candidate]) -> list[list[float]]:
         assert self.model and self.space and self.embedder is not None
