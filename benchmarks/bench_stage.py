@@ -28,6 +28,8 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import bench_recall as br
@@ -194,11 +196,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budgets", default="1500,3000,6000")
     parser.add_argument("--candidates", type=int, default=40, help="how many of the first stage's best the stage scores")
     parser.add_argument("--results-name", default=None)
+    parser.add_argument("--db", type=Path, default=None, help="another copy of the devset database (e.g. to run two "
+                        "variants at once: DuckDB lets one process open a file)")
     parser.add_argument("--chat", default=None, metavar="URL",
                         help="a chat stand-in (benchmarks/chat_server.py) for the variants hyde and llm-rerankN")
     parser.add_argument("--chat-model", default="smollm2:135m")
     args = parser.parse_args(argv)
     kind = br.use_devset(args.devset)
+    if args.db is not None:
+        kind = replace(kind, db=args.db)
     if not kind.db.exists():
         sys.exit(f"{kind.db} does not exist: run benchmarks/bench_recall.py --devset {args.devset} first")
     from jobs.llm import OllamaClient, OllamaSettings

@@ -333,27 +333,30 @@ class Question(_Model):
 
 
 class RerankConfig(_Model):
-    """Opt-in second look at the top candidates: with ``embedding_model``, a second embedding model of the
-    same Ollama scores their sentence windows (jobs/second_stage.py); without it, the job's own chat model
-    orders them in one call (jobs/rerank.py)."""
+    """Opt-in listwise rerank of the top candidates by the job's own chat model (jobs/rerank.py)."""
 
-    embedding_model: NonEmptyStr | None = Field(
-        None, description="A second Ollama embedding model that scores each top candidate by its best sentence "
-        "window against the question (its task prefixes are added by name, as for embedding_model); null: the "
-        "chat model orders them instead.",
-    )
-    candidates: int | None = Field(
-        None, ge=2, le=50, description="How many of the best candidates are looked at again; null: 40 with "
-        "embedding_model, 20 for the chat model (one call per question).",
-    )
-    weight: float = Field(
-        0.5, ge=0, le=1, description="embedding_model: the share of its score in the new order (the rest is "
-        "the first selection's score, both scaled within the candidates); 0 keeps the order and only cuts passages.",
+    candidates: int = Field(
+        20, ge=2, le=50, description="How many of the best candidates the model orders (one call per question)."
     )
     excerpt_chars: int = Field(
-        600, ge=100, le=4000, description="Chat model: longest excerpt of each candidate shown to it, in characters."
+        600, ge=100, le=4000, description="Longest excerpt of each candidate shown to the model, in characters."
     )
     timeout: PosFloat = Field(60.0, description="Seconds the rerank call may take; then the selection order is kept.")
+
+
+class SecondStageConfig(_Model):
+    """The top candidates scored again by their best sentence window (jobs/second_stage.py)."""
+
+    embedding_model: NonEmptyStr | None = Field(
+        None, description="The Ollama embedding model that scores the windows: null, the job's embedding_model "
+        "(its cached vectors of the windows are reused); or a second model on the same Ollama (task prefixes by "
+        "name, as for embedding_model).",
+    )
+    candidates: int = Field(40, ge=2, le=50, description="How many of the best candidates are scored again.")
+    weight: float = Field(
+        0.5, ge=0, le=1, description="The share of the window score in the new order (the rest is the first "
+        "selection's score; both scaled within the candidates); 0 keeps the order.",
+    )
 
 
 class PassagesConfig(_Model):
@@ -395,9 +398,12 @@ class SelectionConfig(_Model):
         "embedding model's own (nomic-embed-text: 'search_document: '), '' for none. Changing it re-embeds.",
     )
     rerank: RerankConfig | None = Field(
-        None, description="Off unless set: the top candidates are ordered again before packing, by a second "
-        "embedding model (embedding_model) or by the answering model (one more LLM call per question). {} takes "
-        "the defaults (the answering model). BENCHMARKS.md, 'Selection, round 3', has what each costs.",
+        None, description="Off unless set: the answering model reorders the top candidates before packing (one "
+        "more LLM call per question; BENCHMARKS.md, 'Selection, round 3'). {} takes the defaults.",
+    )
+    second_stage: SecondStageConfig | None = Field(
+        None, description="Off unless set: the top candidates are scored again by their best sentence window "
+        "against the question (the job's embedding model, or a second one) and reordered. {} takes the defaults.",
     )
     passages: PassagesConfig | None = Field(
         None, description="Off unless set: each top candidate is sent as its best passage (a sentence window "

@@ -4,7 +4,7 @@ The first stage (jobs/select.py) ranks whole chunks; the answer is usually among
 among the few whole chunks that fit the token budget (BENCHMARKS.md, "Selection, round 3"). This stage
 takes the top ``candidates`` and, for each, scores every sentence window (jobs/passages.py) against the
 question with an embedding model: the job's own, or a second one served by the same Ollama
-(``selection.rerank.embedding_model``). Then:
+(``selection.second_stage.embedding_model``). Then:
 
 - **order**: a candidate's stage score is its best window's cosine; with ``weight`` above 0 the top
   candidates are reordered by ``(1 - weight) × first-stage score + weight × stage score``, each min-max
@@ -197,18 +197,21 @@ def _dot(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def selection_stages(selection: Any) -> dict[str, Any]:
-    """The job's ``selection.rerank`` and ``selection.passages`` as the answerer's settings: ``stage`` (the
-    embedding second stage and passages) and ``rerank`` (the chat model's listwise rerank); None: off."""
-    from jobs.rerank import DEFAULT_CANDIDATES as LLM_CANDIDATES, RerankSettings
+    """The job's ``selection.second_stage``, ``selection.passages`` and ``selection.rerank`` as the answerer's
+    settings: ``stage`` (the window scores, the new order, passages) and ``rerank`` (the chat model's listwise
+    rerank); None: off."""
+    from jobs.rerank import RerankSettings
 
-    rerank, passages = selection.rerank, selection.passages
+    second, passages, rerank = selection.second_stage, selection.passages, selection.rerank
     words = passages.words if passages is not None else None
-    if rerank is not None and rerank.embedding_model:
-        candidates = rerank.candidates or (passages.candidates if passages is not None else DEFAULT_CANDIDATES)
-        return {"stage": StageSettings(candidates, rerank.embedding_model, rerank.weight, words), "rerank": None}
-    stage = StageSettings(passages.candidates, None, 0.0, words) if passages is not None else None
-    chat = (RerankSettings(candidates=rerank.candidates or LLM_CANDIDATES, excerpt_chars=rerank.excerpt_chars,
-                           timeout_s=rerank.timeout) if rerank is not None else None)
+    stage = None
+    if second is not None:
+        stage = StageSettings(max(second.candidates, passages.candidates if passages is not None else 0),
+                              second.embedding_model, second.weight, words)
+    elif passages is not None:
+        stage = StageSettings(passages.candidates, None, 0.0, words)
+    chat = (RerankSettings(candidates=rerank.candidates, excerpt_chars=rerank.excerpt_chars, timeout_s=rerank.timeout)
+            if rerank is not None else None)
     return {"stage": stage, "rerank": chat}
 
 

@@ -55,7 +55,7 @@ def test_passages_are_what_is_sent_quoted_and_explained(tmp_path: Path, db: Path
 def test_a_second_embedding_model_orders_the_top_candidates_and_is_cached(tmp_path: Path, db: Path,
                                                                           llm: FakeOllama) -> None:
     llm.models.add(SECOND)
-    job = _job(tmp_path, f"  rerank: {{embedding_model: {SECOND}, weight: 1}}\n", ["port"])
+    job = _job(tmp_path, f"  second_stage: {{embedding_model: {SECOND}, weight: 1}}\n", ["port"])
     done = run_job(tmp_path, job, db, host=llm.url)
     assert done.returncode == 0, done.stderr
     second = [r for r in llm.requests_to("/api/embed") if r.body.get("model") == SECOND]
@@ -80,7 +80,7 @@ def test_a_second_embedding_model_orders_the_top_candidates_and_is_cached(tmp_pa
 
 def test_a_missing_second_model_is_one_notice_keeps_the_first_order_and_exits_1(tmp_path: Path, db: Path,
                                                                                llm: FakeOllama) -> None:
-    job = _job(tmp_path, f"  rerank: {{embedding_model: {SECOND}}}\n", ["port", "steps"])
+    job = _job(tmp_path, f"  second_stage: {{embedding_model: {SECOND}}}\n", ["port", "steps"])
     plain = run_job(tmp_path, job, db, host=llm.url)
     assert plain.returncode == 1, plain.stderr  # degraded: the run says so to cron
     notices = [line for line in plain.stderr.splitlines() if "second stage unavailable" in line]
