@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import statistics
 import sys
 import time
@@ -148,11 +149,12 @@ class HydeSelector:
 class LlmReranked:
     """Hybrid selection, then the product's listwise rerank (jobs/rerank.py) by the chat stand-in."""
 
-    def __init__(self, base: Any, chat: Any, candidates: int, model: str) -> None:
+    def __init__(self, base: Any, chat: Any, candidates: int, model: str, excerpt_chars: int) -> None:
         from jobs.rerank import Reranker, RerankSettings
 
         self.base = base
-        self.reranker = Reranker(chat, RerankSettings(candidates=candidates, timeout_s=600), model=model)
+        self.reranker = Reranker(chat, RerankSettings(candidates=candidates, excerpt_chars=excerpt_chars, timeout_s=600),
+                                 model=model)
         self.trails: list[Any] = []
         self.cache: dict[Any, Any] = {}
 
@@ -201,6 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--chat", default=None, metavar="URL",
                         help="a chat stand-in (benchmarks/chat_server.py) for the variants hyde and llm-rerankN")
     parser.add_argument("--chat-model", default="smollm2:135m")
+    parser.add_argument("--excerpt-chars", type=int, default=600, help="llm-rerankN: excerpt of each candidate")
+    parser.add_argument("--half", choices=("tune", "check"), default=None,
+                        help="only this half's questions (a slow variant, e.g. a chat model on a busy machine)")
     args = parser.parse_args(argv)
     kind = br.use_devset(args.devset)
     if args.db is not None:
@@ -215,8 +220,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     parsed = {v: parse_variant(v) for v in variants}
     budgets = [int(b) for b in args.budgets.split(",")]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the stand-ins too
     netloc, _stored, _ = br.stored_netloc(kind.db)
     devset = br.load_devset(netloc)
+    if args.half:
+        devset = replace(devset, questions=[q for q in devset.questions if br.half(q.id) == args.half])
     started = time.perf_counter()
     results: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
@@ -247,7 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if which == "hyde":
                 chosen = HydeSelector(base, chat)
             elif which and which.startswith("llm-rerank"):
-                chosen = LlmReranked(selector, chat, int(which.removeprefix("llm-rerank") or 20), args.chat_model)
+                chosen = LlmReranked(selector, chat, int(which.removeprefix("llm-rerank") or 20), args.chat_model,
+                                     args.excerpt_chars)
             if spec is not None:
                 settings = StageSettings(candidates=args.candidates, embedding_model=spec["embedding_model"],
                                          weight=spec["weight"], passage_words=spec["passage_words"],

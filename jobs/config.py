@@ -352,9 +352,10 @@ class SecondStageConfig(_Model):
         "(its cached vectors of the windows are reused); or a second model on the same Ollama (task prefixes by "
         "name, as for embedding_model).",
     )
-    candidates: int = Field(40, ge=2, le=50, description="How many of the best candidates are scored again.")
+    candidates: int = Field(defaults.SECOND_STAGE_CANDIDATES, ge=2, le=50,
+                            description="How many of the best candidates are scored again.")
     weight: float = Field(
-        0.5, ge=0, le=1, description="The share of the window score in the new order (the rest is the first "
+        defaults.SECOND_STAGE_WEIGHT, ge=0, le=1, description="The share of the window score in the new order (the rest is the first "
         "selection's score; both scaled within the candidates); 0 keeps the order.",
     )
 
@@ -363,11 +364,12 @@ class PassagesConfig(_Model):
     """Send the best part of each top candidate instead of the whole chunk (jobs/second_stage.py)."""
 
     words: int = Field(
-        120, ge=30, le=1000, description="Most words of a passage: the best-scoring sentence window of the chunk, "
+        defaults.PASSAGE_WORDS, ge=30, le=1000, description="Most words of a passage: the best-scoring sentence window of the chunk, "
         "grown by neighbouring sentences.",
     )
     candidates: int = Field(
-        40, ge=1, le=50, description="How many of the best candidates are cut to passages (the rest are sent whole).",
+        defaults.SECOND_STAGE_CANDIDATES, ge=1, le=50,
+        description="How many of the best candidates are cut to passages (the rest are sent whole).",
     )
 
 

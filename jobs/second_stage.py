@@ -37,24 +37,20 @@ from jobs.passages import best_passage, lexical_scores, units, window_text, wind
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for, vector_space
 from jobs.rerank import RerankTrail
 from jobs.select import Candidate, Embedder, Selector, _min_max, question_keywords
-from pipelines import search_index, vectors
+from pipelines import defaults, search_index, vectors
 from pipelines.vectors import embed_text, text_key
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CANDIDATES = 40
-DEFAULT_PASSAGE_WORDS = 120
-
-
 @dataclass(frozen=True)
 class StageSettings:
-    candidates: int = DEFAULT_CANDIDATES
+    candidates: int = defaults.SECOND_STAGE_CANDIDATES
     # The model that scores windows; None: the selection's own embedding model.
     embedding_model: str | None = None
     # Share of the stage score in the order of the top candidates; 0 keeps the first stage's order.
-    weight: float = 0.0
+    weight: float = defaults.SECOND_STAGE_WEIGHT
     # Send each scored candidate as a passage of at most this many words; None: whole chunks.
-    passage_words: int | None = DEFAULT_PASSAGE_WORDS
+    passage_words: int | None = None
     # A window's score is its cosine plus this share of its idf-weighted question stems (exact terms the
     # embedding may miss); under bm25 the stems alone.
     lexical_weight: float = 0.0
