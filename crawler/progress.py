@@ -87,7 +87,7 @@ class ProgressReporter:
     def _total(self) -> int:
         # Every scheduled URL and every rejected line ends as exactly one item (crawler/spiders/urls.py).
         spider = getattr(self.crawler, "spider", None)
-        scheduled = int(getattr(spider, "scheduled", 0)) + len(getattr(spider, "problems", ()))
+        scheduled = int(getattr(spider, "scheduled", 0)) + sum(1 for p in getattr(spider, "problems", ()) if not p.duplicate)
         return max(scheduled, self.items)
 
     def _draw(self) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, load_url_file
 from pipelines import defaults
+from pipelines.items import is_failure
 from pipelines.errors import ConfigError, Interrupted, NothingToDoError, StorageFailed, WebqaError
 from pipelines.store import Store, failures_query, utcnow
 
@@ -93,8 +94,8 @@ class CrawlSummary:
     @property
     def failures(self) -> list[dict[str, Any]]:
         """URLs that could not be fetched, the SSRF guard's refusals included (a policy, but never what a job
-        listing them wants)."""
-        return [o for o in self.outcomes if o["outcome"] == "failed" or str(o["reason"]).startswith("blocked")]
+        listing them wants); see ``pipelines.items.is_failure``."""
+        return [o for o in self.outcomes if is_failure(o["outcome"], str(o["reason"]))]
 
     def failure_lines(self, limit: int = SHOWN_FAILURES) -> list[str]:
         """The first few failed URLs with their reasons, and where to find the rest."""
@@ -104,6 +105,10 @@ class CrawlSummary:
             lines.append(f"  … and {len(failures) - limit} more "
                          f"({failures_query(self.crawl_run_id)})")
         return lines
+
+    def failures_phrase(self, limit: int = SHOWN_FAILURES) -> str:
+        """The failed URLs and why, in one phrase for a one-line summary ("" when none failed)."""
+        return failures_phrase(self.failures, limit)
 
     def blocked_hint(self) -> str | None:
         """When the SSRF guard refused every failed URL: the switch that allows it."""
@@ -147,6 +152,16 @@ class CrawlSummary:
             + (f"; internal errors {self.internal_errors} (logged; please report them)" if self.internal_errors else "")
             + (f"; stopped after {self.stopped_after:g} s (crawl.max_duration)" if self.stopped_after else "")
         )
+
+
+def failures_phrase(failures: Sequence[dict[str, Any]], limit: int = SHOWN_FAILURES,
+                    what: str = "could not be fetched") -> str:
+    """``N URLs could not be fetched: URL (reason), …`` naming the first ``limit``; "" for none."""
+    if not failures:
+        return ""
+    named = ", ".join(f"{f['url']} ({f['reason']})" for f in failures[:limit])
+    more = f" and {len(failures) - limit} more" if len(failures) > limit else ""
+    return f"{len(failures)} URLs {what}: {named}{more}"
 
 
 def gather_urls(options: CrawlOptions) -> tuple[list[ListedUrl], list[UrlProblem]]:
@@ -376,9 +391,11 @@ def _run_crawl(options: CrawlOptions, db_path: Path, shutdown: GracefulShutdown,
         raise NothingToDoError(f"the crawl did not start; rerun with -v to see Scrapy's log (database {db_path})")
     if summary.processed == 0 and not summary.fresh:
         stopped = f", stopped after {stopped_after:g} s (crawl.max_duration)" if stopped_after else ""
+        named = f": {summary.failures_phrase()}" if summary.failures else ""
+        hint = summary.blocked_hint()  # under --quiet this line is all cron mails: it says what to change
         raise NothingToDoError(
-            f"no URL could be fetched ({summary.count('failed')} failed, {summary.count('skipped')} skipped{stopped}); "
-            f"see `{failures_query(summary.crawl_run_id)}` in {db_path}",
+            f"no URL could be fetched ({summary.count('failed')} failed, {summary.count('skipped')} skipped{stopped})"
+            f"{named}; " + (hint if hint else f"see `{failures_query(summary.crawl_run_id)}` in {db_path}"),
             summary,
         )
     return summary

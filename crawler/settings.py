@@ -37,6 +37,21 @@ DOWNLOAD_MAXSIZE = _defaults.MAX_BYTES
 DOWNLOAD_WARNSIZE = 5 * 1024 * 1024
 # Retries are few: a page that fails three times is recorded as failed, the next run tries again.
 RETRY_TIMES = 2
+# Scrapy's list without a refused connection and a failed DNS lookup: nothing listens there, or the name
+# does not resolve, and asking again a delay later only makes a dead host cost seconds per URL (its
+# robots.txt first); the next run tries again. Timeouts and dropped connections are still retried.
+RETRY_EXCEPTIONS = [
+    "scrapy.exceptions.DownloadFailedError",
+    "scrapy.exceptions.DownloadTimeoutError",
+    "scrapy.exceptions.ResponseDataLossError",
+    "twisted.internet.error.ConnectionDone",
+    "twisted.internet.error.ConnectError",  # Scrapy wraps a refusal apart (DownloadConnectionRefusedError)
+    "twisted.internet.error.ConnectionLost",
+    OSError,
+    "scrapy.core.downloader.handlers.http11.TunnelError",
+]
+# A resolver that has not answered in this long will not: Scrapy's 60 s would hold a cron run per host.
+DNS_TIMEOUT = 10
 # A 429/503 with Retry-After is retried after that long (the host waits too), unless it asks for more
 # than this many seconds: then the URL is recorded as failed at once; a cron job does not wait an hour.
 WEBQA_MAX_RETRY_AFTER = 60
@@ -69,6 +84,8 @@ DOWNLOADER_MIDDLEWARES = {
     # WEBQA_MAX_RETRY_AFTER), at the stock one's place.
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "crawler.middlewares.retry_after.RetryAfterMiddleware": 550,
+    # A refused connection reached no server: the host's next request need not wait its delay.
+    "crawler.middlewares.refused.RefusedConnectionMiddleware": 580,
 }
 
 SPIDER_MIDDLEWARES = {
@@ -96,8 +113,22 @@ WEBQA_ROBOTS_CACHE_TTL = 24 * 3600
 
 # No interactive console port on machines that run cron jobs.
 TELNETCONSOLE_ENABLED = False
-# Nor a remote control server; leaving it out also spares every crawl's start the import of aiohttp.
-EXTENSIONS = {"scrapy.extensions.remote_control.RemoteControl": None}
+# Nor a remote control server. Left out of the base list, not switched off in EXTENSIONS: Scrapy imports
+# every extension it is told about, even one set to None, and this one imports aiohttp (BENCHMARKS.md,
+# "The fixed cost of a run").
+EXTENSIONS_BASE = {
+    "scrapy.extensions.corestats.CoreStats": 0,
+    "scrapy.extensions.logcount.LogCount": 0,
+    "scrapy.extensions.telnet.TelnetConsole": 0,
+    "scrapy.extensions.memusage.MemoryUsage": 0,
+    "scrapy.extensions.memdebug.MemoryDebugger": 0,
+    "scrapy.extensions.closespider.CloseSpider": 0,
+    "scrapy.extensions.feedexport.FeedExporter": 0,
+    "scrapy.extensions.logstats.LogStats": 0,
+    "scrapy.extensions.spiderstate.SpiderState": 0,
+    "scrapy.extensions.throttle.AutoThrottle": 0,
+}
+EXTENSIONS: dict[str, int | None] = {}
 # Scrapy's lint for `return value` in generator callbacks re-reads and parses the callback's source for
 # every response whenever its cache misses, which it does with a bound method per request: a fifth of the
 # reactor thread's time in a 304 re-crawl (BENCHMARKS.md). Our callbacks are covered by tests instead.

@@ -129,6 +129,8 @@ class UrlProblem:
     origin: str
     raw: str
     reason: str
+    # A second listing of a URL already listed: not a URL of its own, so never recorded as skipped.
+    duplicate: bool = False
 
     def __str__(self) -> str:
         return f"{self.origin}: {excerpt(self.raw)}: {self.reason}"
@@ -179,7 +181,7 @@ def collect_urls(entries: Iterable[tuple[str, str]]) -> tuple[list[ListedUrl], l
         if url is None:
             problems.append(UrlProblem(origin, raw, reason or "invalid"))
         elif url in seen:
-            problems.append(UrlProblem(origin, raw, f"duplicate of {seen[url]}; fetched once"))
+            problems.append(UrlProblem(origin, raw, f"duplicate of {seen[url]}; fetched once", duplicate=True))
         else:
             seen[url] = origin
             urls.append(ListedUrl(url, origin))

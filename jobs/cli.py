@@ -12,9 +12,9 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
-from jobs.errors import ConfigError, ExitCode, Interrupted, LLMUnavailableError, NothingToDoError, StoreError, WebqaError
+from jobs.errors import ConfigError, ExitCode, Interrupted, NothingToDoError, StoreError, WebqaError
 from pipelines import defaults
 
 # A command gets its parsed arguments and the console that prints (and logs) its messages.
@@ -46,14 +46,19 @@ _run_id = _argument(int, "a run id (a whole number, see `webqa runs`)", lambda v
 class Console:
     """Where messages go: stderr as --quiet allows, and every one of them, timestamped, to --log-file.
 
-    ``info`` is progress and summaries of steps (hidden by --quiet); ``important`` is errors and
-    notices (always shown); ``result`` is a command's final summary on stdout. The log file gets all
-    three whatever --quiet says, so cron can keep stdout/stderr short and the file complete.
+    ``info`` is progress and summaries of steps, ``important`` is errors and notices, ``result`` is a
+    command's final summary on stdout. The log file gets all three whatever --quiet says, so cron can
+    keep stdout/stderr short and the file complete.
+
+    Under --quiet nothing is printed while the command works: a command that exits 0 prints nothing at
+    all, and any other exit code prints one line on stderr (``quiet_line``), which names what happened.
     """
 
     def __init__(self, quiet: bool = False, log: TextIO | None = None) -> None:
         self.quiet = quiet
         self.log = log
+        self.verdict: str | None = None  # the command's one line for --quiet, set by its handler
+        self.last_important: str | None = None
 
     def _stamp(self, message: str) -> None:
         if self.log is None:
@@ -71,12 +76,29 @@ class Console:
         self._stamp(message)
 
     def important(self, message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
+        if not self.quiet:
+            print(message, file=sys.stderr, flush=True)
+        self.last_important = message
         self._stamp(message)
 
     def result(self, message: str) -> None:
-        print(message, flush=True)
+        if not self.quiet:
+            print(message, flush=True)
         self._stamp(message)
+
+    def error(self, message: str) -> None:
+        """The line of a command that stopped on an error: printed under --quiet too (it is the one line)."""
+        print(message, file=sys.stderr, flush=True)
+        self.verdict = None
+        self._stamp(message)
+
+    def quiet_line(self, code: int) -> None:
+        """Under --quiet, at the end: nothing for exit 0, else the command's one line naming what happened."""
+        if not self.quiet or code == 0:
+            return
+        line = self.verdict or self.last_important
+        if line:
+            print(line, file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self.log is not None:
@@ -110,7 +132,8 @@ def _add_global_options(parser: argparse.ArgumentParser | argparse._ArgumentGrou
     flag, path = (argparse.SUPPRESS, argparse.SUPPRESS) if after_command else (False, None)
     parser.add_argument("-v", "--verbose", action="store_true", default=flag, help="show Scrapy's and webqa's log")
     parser.add_argument("-q", "--quiet", action="store_true", default=flag,
-                        help="only errors, notices and the final summary")
+                        help="for cron: nothing on exit 0, else one line naming what happened (other commands: "
+                             "their output only)")
     parser.add_argument("--log-file", type=Path, metavar="PATH", default=path,
                         help="append every message (progress, notices, errors, summaries, warnings), timestamped, "
                              "to PATH, whatever --quiet says")
@@ -125,10 +148,21 @@ def _version() -> str:
         return "unknown (not installed; run scripts/setup.sh)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage error under --quiet is the one line --quiet promises (exit 2)."""
+
+    quiet = False
+
+    def error(self, message: str) -> NoReturn:
+        if _Parser.quiet:
+            self.exit(int(ExitCode.USAGE), f"Error: {self.prog}: {message}\n")
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from jobs import llm_defaults as llm  # Ollama's defaults for `ask`, without importing the client
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="webqa",
         description="Crawl URL lists politely, store them in DuckDB, and answer questions about them with a local LLM.",
     )
@@ -192,11 +226,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--wait", type=_positive_float, default=0.0, metavar="SECONDS",
                      help="wait this long for another run on the same database to finish (default: exit at once)")
     run.add_argument("--resume", action="store_true",
-                     help="continue the job's last run if it was killed or interrupted (same run id, only the "
-                          "questions it had not answered, no crawl); otherwise start a new run")
+                     help="continue the job's last run if it was killed, interrupted or stopped by a full disk (same "
+                          "run id): stopped in its crawl, fetch the pages it had not fetched, then answer; stopped "
+                          "while answering, ask only the questions without an answer, without crawling; otherwise "
+                          "start a new run")
     run.add_argument("--fail-on-change", action="store_true",
-                     help="exit 5 when an answer changed, is new or is no longer answered since the job's previous "
-                          "successful run (failures keep their own exit codes)")
+                     help="exit 5 when an answer changed (other verdict or quotes), is new or is no longer answered "
+                          "since the job's previous successful run (failures keep their own exit codes)")
+    run.add_argument("--fail-on-reworded", action="store_true",
+                     help="as --fail-on-change, and a reworded answer (same verdict and quotes, other words) "
+                          "counts as a change too")
     run.set_defaults(handler=cmd_run)
 
     runs = sub.add_parser("runs", help="list the runs recorded in the database, newest first",
@@ -313,7 +352,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     options = RunOptions(db=Path(args.db), crawl=not args.no_crawl, out_dir=args.out, dry_run=args.dry_run,
                          refresh=args.refresh, wait_seconds=args.wait, answerer=args.answerer,
                          verbose=args.verbose, progress=_interactive(args), resume=args.resume,
-                         fail_on_change=args.fail_on_change, allow_private_networks=args.allow_private_networks)
+                         fail_on_change=args.fail_on_change, fail_on_reworded=args.fail_on_reworded,
+                         allow_private_networks=args.allow_private_networks)
     try:
         result = run_job(job, options, Notify(_notifier(console), console.important))
     except WebqaError as exc:
@@ -325,6 +365,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     console.result(result.line())
     for path in result.outputs:
         console.result(f"  {path}")
+    console.verdict = result.line()
     return int(result.exit_code)
 
 
@@ -402,17 +443,23 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
         raise StoreError(f"{args.db}: no such database; run `webqa crawl URL… --db {args.db}` first, or pass --db")
     answerer = args.answerer
     chat = answerer == "llm" and not args.dry_run
+    wants_embeddings = args.method in ("embedding", "hybrid")
     access = connect(OllamaSettings(model=args.model, embedding_model=args.embedding_model),
-                     chat=chat, embeddings=args.method in ("embedding", "hybrid"))
+                     chat=chat, embeddings=wants_embeddings)
+    degraded = None
     if access.unreachable is not None and chat:
-        raise LLMUnavailableError(f"{access.unreachable}; or answer without it: --answerer extractive --method bm25")
+        # As `webqa run` does: answer without the LLM, say so once, and exit 1 (degraded).
+        answerer = "extractive"
+        also = f" and selected with bm25 instead of {args.method}" if wants_embeddings else ""
+        degraded = f"{access.unreachable}; answered extractively (quoting the best sentences) instead{also}"
+        console.important(f"Notice: {degraded}")
     # The selection's notice says once why embedding selection cannot be used, with the fix.
     with open_session(args.db, access, embedding_model=args.embedding_model,
                       no_chunks=f"{args.db} holds no chunks; run `webqa crawl URL… --db {args.db}` first") as session:
         store = session.store
         if args.job:
-            # The pages that job's crawls reached, as `webqa run` searches them.
-            job_pages = store.stored_urls(store.job_page_urls(args.job))
+            # The pages that job's last finished crawl reached, less those gone since, as `webqa run` searches them.
+            job_pages = store.job_scope(args.job)
             if not job_pages:
                 raise ConfigError(f"--job {args.job}: no stored page was reached by a crawl of that job; "
                                   "check the name (webqa runs lists the jobs)")
@@ -423,14 +470,19 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
         outcome = session.answerer(ask).answer(
             QuestionSpec("ask", args.question, tuple(urls) if urls else None))
     obj = outcome_json(outcome)
-    if outcome.notice:
+    if outcome.notice and degraded is None:  # a degraded ask has said why already, bm25 included
         notify(f"Notice: {outcome.notice}")
+    if degraded is not None:
+        obj["notice"] = degraded
     if args.json:
         print(json.dumps(obj, ensure_ascii=False, indent=2, default=str))
     else:
         _print_answer(obj, args.dry_run)
     if outcome.error:
         raise WebqaError(outcome.error)
+    if degraded is not None:
+        console.verdict = f"Notice: {degraded}"
+        return ExitCode.PARTIAL
     return ExitCode.OK
 
 
@@ -445,8 +497,9 @@ def _print_answer(obj: dict, dry_run: bool) -> None:
         return
     print(obj.get("answer"))
     print()
-    print(f"Confidence: {obj.get('confidence')}; grounded: {'yes' if obj.get('grounded') else 'no'}; "
-          f"answer id {obj.get('answer_id')} (webqa explain {obj.get('answer_id')})")
+    verdict = "Not enough information" if obj.get("not_enough_information") else (
+        f"Confidence: {obj.get('confidence')}; grounded: {'yes' if obj.get('grounded') else 'no'}")
+    print(f"{verdict}; answer id {obj.get('answer_id')} (webqa explain {obj.get('answer_id')})")
     for c in obj.get("citations", []):
         mark = "ok" if c["valid"] else f"INVALID: {c['reason']}"
         print(f"  [{c['source']}] {c.get('heading_path') or ''} <{c.get('url')}> “{c['quote']}” ({mark})")
@@ -462,6 +515,7 @@ def cmd_schema(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
+    import dataclasses
     import json
 
     from jobs.config import load_job
@@ -486,6 +540,10 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         methods = [m for m in methods if m not in ("embedding", "hybrid")] or ["bm25"]
     with open_session(args.db, access, embedding_model=job.embedding_model, prefixes=job.embedding_prefixes(),
                       no_chunks=f"{args.db} holds no chunks to evaluate") as session:
+        if job.scope != "database" and session.store.job_page_urls(job.name):
+            # As `webqa run` without a crawl: the pages of the job's last finished crawl, less those gone since.
+            scope = tuple(session.store.job_scope(job.name))
+            questions = [q if q.urls else dataclasses.replace(q, urls=scope) for q in questions]
         packing = Packing(top_k=max(1, args.pack_top_k or job.selection.top_k),
                           token_budget=max(1, args.budget or job.selection.token_budget))
         stage = job_stage(session.selector, job)
@@ -549,6 +607,7 @@ def cmd_crawl(args: argparse.Namespace, console: Console) -> int:
     for problem in summary.problems:
         console.info(f"Skipped {problem}")
     console.result(summary.line())
+    console.verdict = "; ".join(filter(None, (summary.line(), summary.failures_phrase())))
     _crawl_failures(console, summary)
     if summary.workers_lost:  # a crawl through Redis: their leases were fetched again, but cron hears of it
         console.important(f"Notice: workers lost: {summary.workers_lost}")
@@ -624,6 +683,8 @@ def _exit_now(console: Console, code: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    _Parser.quiet = any(w in ("-q", "--quiet") for w in words[: words.index("--") if "--" in words else None])
     args = parser.parse_args(argv)
     log: TextIO | None = None
     if args.log_file is not None:
@@ -645,21 +706,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             console._stamp(f"$ webqa {' '.join(sys.argv[1:] if argv is None else argv)}")
         _check_db(args)
         code = int(handler(args, console))
+        console.quiet_line(code)
         if log is not None:
             console._stamp(f"exit {code}")
         return code
     except Interrupted as exc:
-        console.important(f"Interrupted: {exc}")
+        console.error(f"Interrupted: {exc}")
         console._stamp(f"exit {int(exc.exit_code)}")
         if exc.immediate:
             _exit_now(console, int(exc.exit_code))
         return int(exc.exit_code)
     except WebqaError as exc:
-        console.important(f"Error: {exc}")
+        console.error(f"Error: {exc}")
         console._stamp(f"exit {int(exc.exit_code)}")
         return int(exc.exit_code)
     except KeyboardInterrupt:
-        console.important("Interrupted.")
+        console.error("Interrupted.")
         console._stamp(f"exit {int(ExitCode.INTERRUPTED)}")
         return int(ExitCode.INTERRUPTED)
     except BrokenPipeError:

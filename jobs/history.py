@@ -1,9 +1,10 @@
 """Run history: list runs, compare two runs' answers and pages, render what changed.
 
 Used by the runner (the "What changed" part of every report, the change of each answer) and by
-`webqa runs` and `webqa diff`. Answers are compared on their evidence (``jobs.changes``): a reworded
-answer that rests on the same quotes of the same chunks is unchanged. Pages are compared on the
-content hashes recorded in ``run_pages`` when each run began.
+`webqa runs` and `webqa diff`. Answers are compared on what they say (``jobs.changes``): verdict,
+quoted text and words; an answer whose quotes now come from a rewritten chunk is the same answer
+("same (evidence moved)"). Pages are compared on the content hashes recorded in ``run_pages`` when each
+run began, and each changed answer names the page changes behind it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from jobs.changes import CHANGED, NEW, NO_LONGER_ANSWERED, UNCHANGED, Evidence, classify, evidence_of
+from jobs.changes import (CHANGE_KINDS, CHANGED, EVIDENCE_MOVED, LABELS, NEW, NO_LONGER_ANSWERED, REPORTABLE,
+                          REPORTABLE_REWORDED, REWORDED, UNCHANGED, Evidence, classify, evidence_of)
 from jobs.errors import ConfigError, StoreError
 from jobs.runstore import IN_PROGRESS, RunStore
 
@@ -25,8 +27,6 @@ from jobs.runstore import IN_PROGRESS, RunStore
 NOT_ASKED = "not_asked"
 # Page changes between two runs' snapshots.
 PAGE_NEW, PAGE_CHANGED, PAGE_UNCHANGED, PAGE_GONE = "new", "changed", "unchanged", "gone"
-# What `webqa run --fail-on-change` counts as a change.
-REPORTABLE = (CHANGED, NEW, NO_LONGER_ANSWERED)
 SUCCESSFUL = ("done", "partial")
 
 
@@ -45,8 +45,9 @@ def citations_of(row: dict[str, Any]) -> list[dict[str, Any]]:
 def evidence_from_row(row: dict[str, Any], *, stored: bool = True) -> Evidence:
     """The evidence of a stored answer: the ``evidence`` column, or computed from the row's columns.
 
-    Computing gives the same value the runner stores; rows written before the column existed (or a
-    run killed between storing an answer and its evidence) have none.
+    Computing gives the same value the runner stores; rows written before the column existed, or by a
+    webqa that stored (chunk, quote) pairs there, or by a run killed between storing an answer and its
+    evidence, are computed from their answer, verdict and citations, which every schema keeps.
     """
     if stored and row.get("evidence"):
         evidence = Evidence.from_json(row["evidence"])
@@ -81,6 +82,7 @@ class PageChange:
     after_hash: str | None
     fetched_at: datetime | None
     cited_by: list[str] = field(default_factory=list)  # question ids whose answers (in either run) cite it
+    reason: str | None = None  # why a gone page went: 404, robots.txt …, or no longer the job's
 
 
 @dataclass
@@ -92,7 +94,7 @@ class RunDiff:
     pages_recorded: bool  # both runs have a page snapshot (runs of webqa before schema 2 have none)
 
     def counts(self) -> dict[str, int]:
-        result = {kind: 0 for kind in (CHANGED, NEW, NO_LONGER_ANSWERED, UNCHANGED, NOT_ASKED)}
+        result = {kind: 0 for kind in (*CHANGE_KINDS, NOT_ASKED)}
         for a in self.answers:
             result[a.change] += 1
         return result
@@ -106,8 +108,18 @@ class RunDiff:
     @property
     def changed(self) -> bool:
         """True when an answer changed, is new, or is no longer answered."""
-        counts = self.counts()
-        return any(counts[kind] for kind in REPORTABLE)
+        return bool(self.changed_ids())
+
+    def changed_ids(self, *, reworded: bool = False) -> list[str]:
+        """The questions whose answer changed, is new or is no longer answered (and, with ``reworded``,
+        was reworded), in report order."""
+        kinds = REPORTABLE_REWORDED if reworded else REPORTABLE
+        return [a.question_id for a in self.answers if a.change in kinds]
+
+    def pages_behind(self, change: AnswerChange) -> list[PageChange]:
+        """The page changes behind an answer's change: the pages it cites, before or now, that changed,
+        appeared or went."""
+        return [p for p in self.pages if p.change != PAGE_UNCHANGED and change.question_id in p.cited_by]
 
 
 def compare_runs(store: RunStore, run_a: int | None, run_b: int, order: Sequence[str] | None = None) -> RunDiff:
@@ -149,6 +161,7 @@ def compare_runs(store: RunStore, run_a: int | None, run_b: int, order: Sequence
             for url in cited_urls(row):
                 citing.setdefault(url, set()).add(qid)
     rank = {qid: i for i, qid in enumerate(ids)}
+    dropped = store.dropped_pages() if set(pages_a) - set(pages_b) else {}
     pages = []
     for url in sorted(set(pages_a) | set(pages_b)):
         pa, pb = pages_a.get(url), pages_b.get(url)
@@ -159,8 +172,11 @@ def compare_runs(store: RunStore, run_a: int | None, run_b: int, order: Sequence
         else:
             kind = PAGE_UNCHANGED if pa["content_hash"] == pb["content_hash"] else PAGE_CHANGED
         by = sorted(citing.get(url, ()), key=lambda q: (rank.get(q, len(rank)), q))
+        reason = None
+        if kind == PAGE_GONE:
+            reason = dropped.get(url, "no longer listed or reached by the job")
         pages.append(PageChange(url, kind, pa and pa["content_hash"], pb and pb["content_hash"],
-                                (pb or pa or {}).get("fetched_at"), by))
+                                (pb or pa or {}).get("fetched_at"), by, reason))
     return RunDiff(row_a, row_b, answers, pages, recorded)
 
 
@@ -250,7 +266,7 @@ def _took(run: dict[str, Any]) -> str:
 
 
 def _change_summary(changes: dict[str, int]) -> str:
-    parts = [f"{changes[k]} {k.replace('_', ' ')}" for k in REPORTABLE if changes.get(k)]
+    parts = [f"{changes[k]} {LABELS[k]}" for k in (*REPORTABLE, REWORDED) if changes.get(k)]
     if parts:
         return ", ".join(parts)
     return "none" if changes else "-"
@@ -315,15 +331,28 @@ ANSWER_SECTIONS = (
     (CHANGED, "Changed"),
     (NEW, "New"),
     (NO_LONGER_ANSWERED, "No longer answered"),
+    (REWORDED, "Reworded (same quotes and verdict, other words)"),
 )
+# Listed by question id only: nothing the answer says changed.
+SAME_SECTIONS = ((EVIDENCE_MOVED, "Same (evidence moved: the quoted sections were edited elsewhere)"),
+                 (UNCHANGED, "Same"))
 PAGE_SECTIONS = ((PAGE_CHANGED, "Changed"), (PAGE_NEW, "New"), (PAGE_GONE, "Gone"))
+
+
+def _behind(diff: RunDiff, change: AnswerChange) -> str:
+    pages = diff.pages_behind(change)
+    if not pages:
+        return "    behind it: no page it cites changed" if diff.pages_recorded else ""
+    return "    behind it: " + ", ".join(f"<{p.url}> {p.change}" + (f" ({p.reason})" if p.reason else "")
+                                         for p in pages)
 
 
 def render_diff(diff: RunDiff, *, heading: str = "#", between: bool = False) -> list[str]:
     """Markdown lines: what changed in the answers, then in the pages.
 
     Sections use ``heading`` (the report's answers sit under level-2 headings of their own). Titles
-    say "since run A" (a run's report) or, with ``between``, "from run A to run B" (`webqa diff`).
+    say "since run A" (a run's report) or, with ``between``, "from run A to run B" (`webqa diff`). Each
+    changed question shows its answer before and now and the page changes behind it.
     """
     b = diff.run_b["run_id"]
     lines: list[str] = []
@@ -337,8 +366,8 @@ def render_diff(diff: RunDiff, *, heading: str = "#", between: bool = False) -> 
         counts = diff.counts()
         lines += [f"{heading} {title}", ""]
         lines.append(f"Answers of run {b} against run {a} ({_when(diff.run_a['started_at'])} UTC): "
-                     + ", ".join(f"{counts[k]} {label.lower()}" for k, label in
-                                 (*ANSWER_SECTIONS, (UNCHANGED, "Unchanged"))) + ".")
+                     + ", ".join(f"{counts[k]} {LABELS[k]}" for k in (CHANGED, NEW, NO_LONGER_ANSWERED, REWORDED,
+                                                                       EVIDENCE_MOVED, UNCHANGED)) + ".")
         lines.append("")
         for kind, label in ANSWER_SECTIONS:
             items = [c for c in diff.answers if c.change == kind]
@@ -350,10 +379,13 @@ def render_diff(diff: RunDiff, *, heading: str = "#", between: bool = False) -> 
                 if kind != NEW:
                     lines += _side(f"before (run {a})", c.before)
                 lines += _side(f"now (run {b})", c.after)
+                if kind != NEW and (behind := _behind(diff, c)):
+                    lines.append(behind)
             lines.append("")
-        unchanged = [c.question_id for c in diff.answers if c.change == UNCHANGED]
-        if unchanged:
-            lines += [f"**Unchanged** ({len(unchanged)}): {', '.join(unchanged)}", ""]
+        for kind, label in SAME_SECTIONS:
+            same = [c.question_id for c in diff.answers if c.change == kind]
+            if same:
+                lines += [f"**{label}** ({len(same)}): {', '.join(same)}", ""]
         missing = [c.question_id for c in diff.answers if c.change == NOT_ASKED]
         if missing:
             lines += [f"**Not asked in run {b}** ({len(missing)}): {', '.join(missing)}", ""]
@@ -384,7 +416,7 @@ def render_page_changes(diff: RunDiff, *, heading: str = "#", between: bool = Fa
         lines += [f"**{label}** ({len(items)}):", ""]
         for p in items:
             cited = f"cited by {', '.join(p.cited_by)}" if p.cited_by else "not cited"
-            lines.append(f"- <{p.url}> — {cited}")
+            lines.append(f"- <{p.url}> — {p.reason + '; ' if p.reason else ''}{cited}")
         lines.append("")
     unchanged = [p for p in diff.pages if p.change == PAGE_UNCHANGED]
     if unchanged:
@@ -410,21 +442,28 @@ def diff_json(diff: RunDiff) -> dict[str, Any]:
         "counts": diff.counts(),
         "changed": diff.changed,
         "answers": [{"question_id": c.question_id, "question": c.question, "change": c.change,
-                     "before": _answer_json(c.before), "after": _answer_json(c.after)} for c in diff.answers],
+                     "before": _answer_json(c.before), "after": _answer_json(c.after),
+                     "pages_behind": [p.url for p in diff.pages_behind(c)]} for c in diff.answers],
         "pages_recorded": diff.pages_recorded,
         "page_counts": diff.page_counts(),
         "pages": [{"url": p.url, "change": p.change, "before_hash": p.before_hash, "after_hash": p.after_hash,
-                   "fetched_at": p.fetched_at, "cited_by": p.cited_by} for p in diff.pages],
+                   "fetched_at": p.fetched_at, "cited_by": p.cited_by, "reason": p.reason} for p in diff.pages],
     }
 
 
-def change_line(diff: RunDiff) -> str:
-    """One phrase for the run's summary line."""
+def change_line(diff: RunDiff, limit: int = 5) -> str:
+    """One phrase for the run's summary line, naming the questions whose answers changed."""
     if diff.run_a is None:
         return "first run of the job"
     counts = diff.counts()
-    return (f"since run {diff.run_a['run_id']}: {counts[CHANGED]} changed, {counts[NEW]} new, "
-            f"{counts[NO_LONGER_ANSWERED]} no longer answered, {counts[UNCHANGED]} unchanged")
+    parts = []
+    for kind in (CHANGED, NEW, NO_LONGER_ANSWERED, REWORDED):
+        ids = [c.question_id for c in diff.answers if c.change == kind]
+        named = f" ({', '.join(ids[:limit])}{f' and {len(ids) - limit} more' if len(ids) > limit else ''})" if ids else ""
+        parts.append(f"{len(ids)} {LABELS[kind]}{named}")
+    same = counts[UNCHANGED] + counts[EVIDENCE_MOVED]
+    moved = f" ({counts[EVIDENCE_MOVED]} with evidence moved)" if counts[EVIDENCE_MOVED] else ""
+    return f"since run {diff.run_a['run_id']}: {', '.join(parts)}, {same} unchanged{moved}"
 
 
 __all__ = [

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from jobs.answer import Attempt, Outcome, candidate_dict, citation_records, selection_rows
+from jobs.changes import LABELS
 
 
 def outcome_json(outcome: Outcome) -> dict[str, Any]:
@@ -142,13 +143,15 @@ def _answer_section(obj: dict[str, Any]) -> list[str]:
         return [*lines, "_No answer (dry run)._", ""]
     lines.append(str(obj["answer"]).strip())
     lines.append("")
-    grounded = "yes" if obj.get("grounded") else "no"
-    lines.append(f"Confidence: **{obj.get('confidence')}** · grounded: **{grounded}** · "
-                 f"answerer: {obj.get('answerer')}{f' on {host}' if (host := obj.get('host')) else ''} · "
+    # "Not enough information" claims nothing: no confidence or grounding to show (the summary counts it apart).
+    verdict = "**Not enough information**" if obj.get("not_enough_information") else (
+        f"Confidence: **{obj.get('confidence')}** · grounded: **{'yes' if obj.get('grounded') else 'no'}**")
+    lines.append(f"{verdict} · answerer: {obj.get('answerer')}{f' on {host}' if (host := obj.get('host')) else ''} · "
                  f"attempt {obj.get('attempt')} · answer id {obj.get('answer_id')}")
     lines.append("")
     if obj.get("change"):
-        lines += [f"Change since the previous run: **{str(obj['change']).replace('_', ' ')}**", ""]
+        change = str(obj["change"])
+        lines += [f"Change since the previous run: **{LABELS.get(change, change.replace('_', ' '))}**", ""]
     if obj.get("citations"):
         stale = {s["url"]: s.get("last_fetched_at") for s in obj.get("sources", []) if s.get("stale")}
         lines.append("Sources:")

@@ -18,7 +18,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -40,7 +40,8 @@ from jobs.lock import RunLock
 from jobs.report import answer_row_json, outcome_json, write_csv, write_jsonl_line, write_markdown_report
 from jobs.second_stage import selection_stages
 from jobs.session import open_session
-from crawler.run import SHOWN_FAILURES
+from crawler.run import SHOWN_FAILURES, failures_phrase
+from pipelines.items import dropped_reason, is_failure
 from pipelines.signals import StopSignalScope, stop_signals
 from jobs.runstore import IN_PROGRESS, RunStore
 
@@ -74,6 +75,7 @@ class RunOptions:
     progress: bool = False
     resume: bool = False  # continue the job's last run when it was killed or interrupted
     fail_on_change: bool = False  # exit 5 when an answer changed, is new or is no longer answered
+    fail_on_reworded: bool = False  # and when an answer was reworded (same quotes and verdict, other words)
     allow_private_networks: bool = False  # --allow-private-networks; the job key does the same
 
 
@@ -86,7 +88,9 @@ class CrawlReport:
     crawl_run_id: int | None = None
     failures: list[dict[str, Any]] = field(default_factory=list)  # URLs that failed, or were blocked
     stale: dict[str, datetime] = field(default_factory=dict)  # URL → when its stored copy was fetched
-    removed: dict[str, int] = field(default_factory=dict)  # stored pages whose server now answers 404/410
+    # Stored pages dropped by this crawl (404/410, now refused by robots.txt or not HTML) → why: not stale.
+    removed: dict[str, str] = field(default_factory=dict)
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # URLs skipped on purpose (robots.txt, not HTML)
     nothing_fetched: bool = False  # the crawl had work and none of it reached a server successfully
     gone: int = 0
     stopped_after: float | None = None  # crawl.max_duration, when it cut the crawl short
@@ -100,8 +104,8 @@ class Verdict:
 
 
 def verdict(*, counts: dict[str, int], crawl: CrawlReport, degraded: list[str], allow_degraded: bool,
-            interrupted: bool = False, fatal: WebqaError | None = None, changed: bool = False,
-            fail_on_change: bool = False, dry_run: bool = False) -> Verdict:
+            interrupted: bool = False, fatal: WebqaError | None = None, changed: Sequence[str] | bool = False,
+            fail_on_change: bool = False, dry_run: bool = False, failed_questions: Sequence[str] = ()) -> Verdict:
     """The run's status and exit code from everything that happened; the first that applies wins.
 
     failed (the error's code, usually 3) → interrupted (130) → partial (1: failed questions or URLs,
@@ -115,9 +119,10 @@ def verdict(*, counts: dict[str, int], crawl: CrawlReport, degraded: list[str], 
     if counts.get("questions", 0) and counts.get("failed", 0) == counts.get("questions", 0):
         return Verdict("failed", ExitCode.FAILED, f"all {counts['failed']} questions failed")
     if counts.get("failed"):
-        reasons.append(f"{counts['failed']} of {counts['questions']} questions failed")
+        named = f" ({_named(failed_questions)})" if failed_questions else ""
+        reasons.append(f"{counts['failed']} of {counts['questions']} questions failed{named}")
     if crawl.failures:
-        reasons.append(f"{len(crawl.failures)} URLs could not be fetched")
+        reasons.append(failures_phrase(crawl.failures, SHOWN_FAILURES))
     if crawl.stale:
         reasons.append(f"{len(crawl.stale)} pages answered from stale copies")
     if crawl.stopped_after:
@@ -129,8 +134,15 @@ def verdict(*, counts: dict[str, int], crawl: CrawlReport, degraded: list[str], 
     if reasons:
         return Verdict("partial", ExitCode.PARTIAL, "; ".join(reasons))
     if changed and fail_on_change:
-        return Verdict("done", ExitCode.CHANGED, "answers changed (--fail-on-change)")
+        named = f": {_named(changed)}" if not isinstance(changed, bool) else ""
+        return Verdict("done", ExitCode.CHANGED, f"answers changed (--fail-on-change){named}")
     return Verdict("done", ExitCode.OK)
+
+
+def _named(items: Sequence[str], limit: int = SHOWN_FAILURES) -> str:
+    """The first few of ``items``, comma-separated, with "and N more"."""
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
 
 
 @dataclass
@@ -395,25 +407,43 @@ class _Run:
         self._sort_outcomes()
         self._report_crawl()
         if self.crawl.nothing_fetched and self.crawl.removed and not self.crawl.failures:
+            why = sorted(set(self.crawl.removed.values()))
+            if all(w.startswith("HTTP ") for w in why):
+                raise NothingToDoError(
+                    f"every page of job {self.job.name} answered 404 or 410: they are gone from the site; "
+                    "update the job's URLs")
             raise NothingToDoError(
-                f"every page of job {self.job.name} answered 404 or 410: they are gone from the site; "
-                "update the job's URLs")
+                f"no page of job {self.job.name} can be answered from: each is gone or refused now "
+                f"({'; '.join(why[:SHOWN_FAILURES])}); update the job's URLs")
         if self.crawl.nothing_fetched and self.job.on_crawl_failure != "answer_stale":
+            summary = self.crawl.summary
+            named = f" ({failures_phrase(self.crawl.failures)})" if summary is not None and self.crawl.failures else ""
+            if not named and self.crawl.skipped:  # nothing failed: say what kept every URL out
+                raise NothingToDoError(f"no page of job {self.job.name} can be answered from "
+                                       f"({failures_phrase(self.crawl.skipped, what='were skipped')})")
+            hint = summary.blocked_hint() if summary is not None else None
+            if hint:  # under --quiet this one line is all cron mails: it must say what to change
+                raise NothingToDoError(f"no page of job {self.job.name} could be fetched{named}: {hint}")
             raise NothingToDoError(
-                f"no page of job {self.job.name} could be fetched, so nothing was answered from older copies "
+                f"no page of job {self.job.name} could be fetched{named}, so nothing was answered from older copies "
                 "(set on_crawl_failure: answer_stale in the job to answer from them)")
         return self.crawl
 
     def _sort_outcomes(self) -> None:
-        """Split the crawl's URLs without a page: gone (404/410 of a stored page), failed, stale copies."""
+        """Split the crawl's URLs without a page: dropped (a stored page now 404/410 or refused: see
+        ``dropped_reason``), failed (their stored copies answered from as stale), skipped on purpose (left out)."""
         summary = self.crawl.summary
         if summary is None:
             return
         kept = []
         for row in summary.outcomes:
-            if row["status"] in (404, 410) and row["stored_fetched_at"] is not None:
-                # The page was removed: a page change (`gone` in the report and `webqa diff`), not an outage.
-                self.crawl.removed[row["url"]] = row["status"]
+            why = dropped_reason(row["outcome"], row["status"], str(row["reason"]))
+            if why is not None and row["stored_fetched_at"] is not None:
+                # Removed or refused: a page change (`gone` in the report and `webqa diff`), not an outage.
+                self.crawl.removed[row["url"]] = why
+                continue
+            if not is_failure(row["outcome"], str(row["reason"])):
+                self.crawl.skipped.append(row)  # a skip on purpose (robots.txt rules, not HTML): not a failure
                 continue
             kept.append(row)
             if row["stored_fetched_at"] is not None:
@@ -436,10 +466,12 @@ class _Run:
         if hint:
             self.notify.important(f"Notice: {hint}")
         if crawl.removed:
-            named = ", ".join(f"{url} (HTTP {status})" for url, status in list(crawl.removed.items())[:SHOWN_FAILURES])
+            named = ", ".join(f"{url} ({why})" for url, why in list(crawl.removed.items())[:SHOWN_FAILURES])
             more = f" and {len(crawl.removed) - SHOWN_FAILURES} more" if len(crawl.removed) > SHOWN_FAILURES else ""
-            self.notify.important(f"Notice: {len(crawl.removed)} pages of the job are gone from the site, no longer "
-                                  f"answered from: {named}{more}")
+            notice = (f"{len(crawl.removed)} pages of the job are gone from the site or refused now, no longer "
+                      f"answered from: {named}{more}")
+            self.notify.important(f"Notice: {notice}")
+            self.notices.append(notice)  # in the report and the run's notes: under --quiet a clean run says nothing
         if crawl.stale and not crawl.nothing_fetched:
             self.notify.important(f"Notice: {len(crawl.stale)} pages could not be refreshed; their stored copies "
                                   "are used and marked stale in the report")
@@ -503,15 +535,16 @@ class _Run:
 def _job_scope(store: RunStore, job: JobConfig, crawl: CrawlReport) -> list[str] | None:
     """The pages a question without ``urls`` searches: the job's own, or None for the whole database.
 
-    A job's pages are its listed URLs (and the questions' urls) plus the pages its crawls reached
-    within its depth (``job_pages``), less the pages their server says are gone (404, 410).
+    A job's pages are its listed URLs (and the questions' urls) plus the pages its last finished crawl
+    reached within its depth (``Store.job_page_urls``), less the pages dropped since their copy was
+    fetched (404, 410, refused by robots.txt: ``Store.dropped_pages``), with or without a crawl in this run.
     ``scope: database``, or a job that lists no URL at all, searches every stored page.
     """
     if job.scope == "database" or (not job.urls and job.urls_file is None):
         return None
     listed = _job_page_urls(job) or []
     reached = store.job_page_urls(job.name)
-    return sorted((set(listed) | set(reached)) - set(crawl.removed))
+    return sorted((set(listed) | set(reached)) - set(crawl.removed) - set(store.dropped_pages()))
 
 
 class _Changes:
@@ -694,8 +727,11 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
     if resumed_answers and changes is not None:
         results = _resumed_results(store, changes, run_id, specs, jsonl_path)
     counts = run.counts = {"questions": len(specs), "answered": 0, "grounded": 0, "not_enough_info": 0, "failed": 0}
+    failed_ids: list[str] = []
     for obj in results.values():
         _count_result(counts, obj)
+        if obj.get("error"):
+            failed_ids.append(str(obj["question_id"]))
     stop = threading.Event()
     interrupted = False
     fell_back: list[str] = []  # questions whose selection fell back to bm25 (the embedding model failed)
@@ -773,6 +809,8 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
                     done_ids.add(spec.id)
                     write_jsonl_line(jsonl, obj)
                     _count(counts, outcome, options.dry_run)
+                    if outcome.error:
+                        failed_ids.append(spec.id)
                     if (obj.get("method_used") not in (None, job.selection.method)
                             and not access_degraded_selection(degraded)):
                         fell_back.append(spec.id)
@@ -787,6 +825,7 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
         # A second signal leaves a question waiting on the model: do not wait for it here.
         pool.shutdown(wait=False, cancel_futures=True)
     order = [s.id for s in specs]
+    failed_set = frozenset(failed_ids)
     if fell_back:
         notice = (f"embedding selection failed for {len(fell_back)} of {len(specs)} questions "
                   f"({', '.join(fell_back[:SHOWN_FAILURES])}{' …' if len(fell_back) > SHOWN_FAILURES else ''}); "
@@ -803,8 +842,10 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
     if not options.dry_run and fatal is None and not interrupted:
         diff = compare_runs(store, previous_run_id, run_id, order=[s.id for s in specs])
     result = verdict(counts=counts, crawl=crawl, degraded=degraded, allow_degraded=job.allow_degraded,
-                     interrupted=interrupted, fatal=fatal, changed=bool(diff is not None and diff.changed),
-                     fail_on_change=options.fail_on_change, dry_run=options.dry_run)
+                     interrupted=interrupted, fatal=fatal,
+                     changed=diff.changed_ids(reworded=options.fail_on_reworded) if diff is not None else [],
+                     fail_on_change=options.fail_on_change or options.fail_on_reworded, dry_run=options.dry_run,
+                     failed_questions=[q for q in order if q in failed_set])
     notes = notices
     if resumed:
         # The row keeps what the first part of the run noted; the report shows this part's notices.
@@ -891,6 +932,8 @@ def _progress_line(done: int, total: int, obj: dict[str, Any], dry_run: bool) ->
         return f"{prefix}: failed: {obj['error']}"
     if dry_run:
         return f"{prefix}: {len(obj.get('sources', []))} sources selected ({obj.get('method_used')})"
+    if obj.get("not_enough_information"):  # nothing is claimed, so nothing is grounded (or not)
+        return f"{prefix}: not enough information, attempt {obj.get('attempt')}"
     grounded = "grounded" if obj.get("grounded") else "NOT grounded"
     return f"{prefix}: {obj.get('confidence')} confidence, {grounded}, attempt {obj.get('attempt')}"
 

@@ -60,28 +60,21 @@ class RunStore(Store):
         return None if row is None or row[0] is None else int(row[0])
 
     def snapshot_pages(self, run_id: int, job_name: str, page_urls: Sequence[str] | None) -> None:
-        """Record (url, content hash, fetch time) of the job's pages as they stand now.
+        """Record (url, content hash, fetch time) of the job's pages as they stand now: the pages the run
+        answers from (``page_urls``, the job's scope), or every stored page (None) for a job that lists no
+        URL or searches the whole database.
 
-        The job's pages are its listed URLs and the pages its own crawls discovered (depth > 0); a job
-        that lists no URL answers from every stored page, so all of them are recorded. A page whose
-        server last answered 404 or 410 (after the stored copy was fetched or confirmed) is left out:
-        it is gone, even though its last content is still stored. That holds when a later crawl
-        skipped it as fresh (``recrawl_after``), too.
+        A page dropped since its stored copy was fetched or confirmed (its server answered 404 or 410, or
+        robots.txt now disallows it: ``Store.dropped_pages``) is left out: it is gone, even though its
+        last content is still stored. That holds when a later crawl skipped it as fresh, too.
         """
-        if page_urls is None:
-            where, params = "true", []
-        elif not page_urls:
-            where, params = "p.crawl_run_id IN (SELECT crawl_run_id FROM crawl_runs WHERE job_name = ?)", [job_name]
-        else:
-            where = ("(list_contains(?, p.url) OR p.crawl_run_id IN "
-                     "(SELECT crawl_run_id FROM crawl_runs WHERE job_name = ?))")
-            params = [list(page_urls), job_name]
+        dropped = list(self.dropped_pages())
+        where, params = ("true", []) if page_urls is None else ("list_contains(?, p.url)", [list(page_urls)])
         self.conn.execute(
             "INSERT INTO run_pages (run_id, url, content_hash, fetched_at) "
             f"SELECT ?, p.url, p.content_hash, p.fetched_at FROM pages p WHERE p.content_hash IS NOT NULL AND {where} "
-            "AND NOT EXISTS (SELECT 1 FROM fetch_log f WHERE f.url = p.url AND f.status IN (404, 410) "
-            "AND f.logged_at >= coalesce(p.checked_at, p.fetched_at))",
-            [run_id, *params],
+            "AND NOT list_contains(?, p.url)",
+            [run_id, *params, dropped],
         )
 
     def run_row(self, run_id: int) -> dict[str, Any] | None:

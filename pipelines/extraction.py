@@ -114,7 +114,10 @@ class ExtractionPipeline:
         )
 
     def open_spider(self) -> None:
-        self.pool = self._new_pool()
+        # The pool starts with the first page to clean: a re-crawl answered with 304s needs none, and its
+        # queues start multiprocessing's resource tracker, a Python process of its own (BENCHMARKS.md,
+        # "The fixed cost of a run").
+        self.pool = None
 
     def _new_pool(self) -> ProcessPoolExecutor:
         # forkserver: forking the crawling process itself would copy the reactor and its threads.
@@ -171,6 +174,8 @@ class ExtractionPipeline:
             max_seconds=self.max_seconds, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens,
         )
         loop = asyncio.get_running_loop()
+        if self.pool is None:
+            self.pool = self._new_pool()
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.workers)
         async with self._slots:

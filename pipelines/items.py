@@ -64,3 +64,35 @@ def internal_failure(url: str, exc: BaseException, status: int | None = None) ->
     lines = str(exc).strip().splitlines()
     detail = f": {lines[0][:300]}" if lines else ""
     return FetchOutcome(url, "failed", f"internal error: {type(exc).__name__}{detail}; please report it", status)
+
+
+def dropped_reason(outcome: str, status: int | None, reason: str) -> str | None:
+    """Why a URL's stored page is no longer answered from after this outcome, or None when it still is.
+
+    The site removed the page (404, 410) or refuses it now (robots.txt disallows it or asks for a
+    Crawl-delay above the limit; it is no longer HTML): a page change, not a failure, so it is not
+    answered from a stale copy and does not make a run partial. A failure (timeout, refused, 5xx)
+    keeps the stored copy, answered from and marked stale.
+    """
+    if status in (404, 410) and outcome == "failed":
+        return f"HTTP {status}"
+    if outcome == "skipped" and reason.startswith(DROPPING_SKIPS):
+        return reason
+    return None
+
+
+def is_failure(outcome: str, reason: str) -> bool:
+    """Whether a URL's outcome is a failure to report (and, with a stored copy, answer from as stale).
+
+    Failed, of course; and two skips that are not a choice of the site's: the SSRF guard's refusal
+    ("blocked", never what a job listing the URL wants) and a robots.txt the host could not serve (5xx,
+    429: the host is in trouble). Other skips (robots.txt rules, not HTML, an invalid or duplicate line,
+    a crawl stopped by a signal) are on purpose.
+    """
+    return outcome == "failed" or reason.startswith(FAILING_SKIPS)
+
+
+# The spider's and the robots.txt middleware's words for skips that drop a stored page (see dropped_reason),
+# and for skips that are failures all the same (see is_failure).
+DROPPING_SKIPS = ("disallowed by robots.txt", "robots.txt Crawl-delay", "not HTML", "binary content")
+FAILING_SKIPS = ("blocked", "robots.txt unreachable")

@@ -24,6 +24,7 @@ import duckdb
 from pipelines.errors import DatabaseLockedError, StoreError
 from pipelines import defaults, schema, search_index, vectors
 from pipelines.chunk import Chunk
+from pipelines.items import dropped_reason
 from pipelines.vectors import embed_key
 
 log = logging.getLogger(__name__)
@@ -394,15 +395,23 @@ class Store:
         )
 
     def job_page_urls(self, job_name: str, *, crawl_run_id: int | None = None) -> list[str]:
-        """The pages the job's crawl ``crawl_run_id`` reached, or (None) those of its latest crawl that recorded any.
+        """The pages the job's crawl ``crawl_run_id`` reached, or (None) those of its last finished crawl.
 
         One row per (job, URL) is kept, so this is exact for the job's latest crawl; for an earlier one it
         lists only the pages no later crawl of the job reached again.
         """
+        if crawl_run_id is not None:
+            rows = self.conn.execute(
+                "SELECT url FROM job_pages WHERE job_name = $job AND last_crawl_run_id = $run ORDER BY url",
+                {"job": job_name, "run": crawl_run_id}).fetchall()
+            return [url for (url,) in rows]
+        # Without a crawl: the pages of the job's last finished crawl, and what any later (interrupted,
+        # timed out) crawl reached too; an unfinished crawl alone does not shrink the job to what it reached.
         rows = self.conn.execute(
-            "SELECT url FROM job_pages WHERE job_name = $job AND last_crawl_run_id = "
-            "coalesce($run, (SELECT max(last_crawl_run_id) FROM job_pages WHERE job_name = $job)) ORDER BY url",
-            {"job": job_name, "run": crawl_run_id},
+            "SELECT url FROM job_pages WHERE job_name = $job AND last_crawl_run_id >= coalesce("
+            "(SELECT max(crawl_run_id) FROM crawl_runs WHERE job_name = $job AND status = 'done'), "
+            "(SELECT max(last_crawl_run_id) FROM job_pages WHERE job_name = $job)) ORDER BY url",
+            {"job": job_name},
         ).fetchall()
         return [url for (url,) in rows]
 
@@ -451,12 +460,39 @@ class Store:
         ``stored_fetched_at`` is when the stored copy of the URL was downloaded, None when there is none:
         a page with one is answered from a stale copy.
         """
+        # A page fetched or confirmed by this very crawl is never stale, whatever else was logged for its URL.
         cursor = self.conn.execute(
-            "SELECT f.url, f.outcome, f.status, f.reason, p.fetched_at AS stored_fetched_at "
-            "FROM fetch_log f LEFT JOIN pages p ON p.url = f.url AND p.content_hash IS NOT NULL "
+            "SELECT f.url, f.outcome, f.status, f.reason, CASE WHEN coalesce(p.checked_at, p.fetched_at) < c.started_at "
+            "THEN p.fetched_at END AS stored_fetched_at "
+            "FROM fetch_log f JOIN crawl_runs c USING (crawl_run_id) "
+            "LEFT JOIN pages p ON p.url = f.url AND p.content_hash IS NOT NULL "
             "WHERE f.crawl_run_id = ? ORDER BY f.outcome, f.url", [crawl_run_id])
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+    def dropped_pages(self) -> dict[str, str]:
+        """Stored pages no longer answered from, and why: since their copy was fetched or last confirmed, a
+        crawl found them removed (404, 410) or refused (robots.txt, no longer HTML); see ``dropped_reason``.
+
+        A later successful fetch or 304 brings a page back.
+        """
+        rows = self.conn.execute(
+            "SELECT p.url, f.outcome, f.status, f.reason FROM pages p "
+            "JOIN fetch_log f ON f.url = p.url AND f.logged_at >= coalesce(p.checked_at, p.fetched_at) "
+            "WHERE p.content_hash IS NOT NULL AND (f.status IN (404, 410) OR f.outcome = 'skipped') "
+            "ORDER BY f.logged_at").fetchall()
+        dropped: dict[str, str] = {}
+        for url, outcome, status, reason in rows:
+            why = dropped_reason(outcome, status, reason)
+            if why is not None:
+                dropped[url] = why
+        return dropped
+
+    def job_scope(self, job_name: str) -> list[str]:
+        """The stored pages a job answers from without crawling: those its last finished crawl reached (and
+        what a later unfinished crawl reached too), less the pages dropped since (``dropped_pages``)."""
+        dropped = self.dropped_pages()
+        return [url for url in self.stored_urls(self.job_page_urls(job_name)) if url not in dropped]
 
     # -- reads ---------------------------------------------------------------------------------
 

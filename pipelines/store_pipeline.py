@@ -97,9 +97,11 @@ class StorePipeline:
     def open_spider(self) -> None:
         self.store = Store.open(self.db_path)
         self.store.set_threads(1)
-        # Every URL given counts as requested, the invalid and duplicate ones included (they are logged).
+        # Every URL given counts as requested, the invalid ones included (they are logged); a URL listed
+        # twice counts once.
         spider = self.crawler.spider
-        requested = len(getattr(spider, "listed", ())) + len(getattr(spider, "problems", ()))
+        requested = len(getattr(spider, "listed", ())) + sum(
+            1 for problem in getattr(spider, "problems", ()) if not getattr(problem, "duplicate", False))
         self.crawl_run_id = self.store.begin_crawl(self.job_name, urls_requested=requested)
         if self.crawler.stats is not None:
             self.crawler.stats.set_value("webqa/crawl_run_id", self.crawl_run_id)

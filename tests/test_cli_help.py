@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +103,33 @@ def test_command_help_lists_global_options_last_in_their_own_section(command: st
 
 def test_version_is_in_the_top_level_help() -> None:
     assert "--version" in _help().stdout
+
+
+# --------------------------------------------------------------------------------------------
+# --help and README say the same (issue 24, item 5)
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+GLOBAL_OPTIONS = {"-h", "--help", "-v", "--verbose", "-q", "--quiet", "--log-file"}
+
+
+def readme_entry(command: str) -> str:
+    """The README's bullet for ``webqa COMMAND`` under "Using it": its usage and the lines that follow it."""
+    match = re.search(rf"^- `webqa {command}\b.*?(?=^- |^\S|\Z)", README, re.M | re.S)
+    assert match, f"README has no `webqa {command}` entry under Using it"
+    return match.group(0)
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c not in ("schema",)])
+def test_readme_names_every_option_and_no_other(command: str) -> None:
+    options = {s for a in _subparsers()[command]._actions for s in a.option_strings} - GLOBAL_OPTIONS
+    named = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-[a-zA-Z])\b", readme_entry(command))) - GLOBAL_OPTIONS
+    assert named == options, f"README's `webqa {command}` names {sorted(named - options)} that --help lacks, and " \
+                             f"lacks {sorted(options - named)}"
+
+
+def test_resume_help_says_what_readme_says() -> None:
+    """--help said "no crawl" while README (and the code) fetch what the stopped crawl had not fetched."""
+    options = _help("run").stdout.split("\noptions:", 1)[1]
+    resume = " ".join(options.split("\n  --resume", 1)[1].split("\n  --", 1)[0].split())
+    assert "no crawl" not in resume and "fetch the pages it had not fetched" in resume
+    assert "fetches only the pages that run had not fetched yet" in " ".join(README.split())

@@ -4,6 +4,7 @@ what `ask` says without Ollama, notices a job does not need, and what a timed-ou
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 from pathlib import Path
@@ -87,11 +88,18 @@ def test_log_file_and_quiet_after_the_command_work(tmp_path: Path) -> None:
 # 4. `ask` without Ollama points at the extractive answerer
 
 
-def test_ask_without_ollama_suggests_the_extractive_answerer(db: Path) -> None:
-    done = webqa("ask", PORT_Q, "--db", db, "--method", "bm25", host=down_host())
-    assert done.returncode == 3
-    (line,) = lines(done.stderr)
-    assert line.startswith("Error: Ollama is not reachable") and "--answerer extractive" in line
+def test_ask_without_ollama_answers_extractively_like_run(db: Path) -> None:
+    for method in ("bm25", "hybrid"):
+        done = webqa("ask", PORT_Q, "--db", db, "--method", method, host=down_host())
+        assert done.returncode == 1, done.stderr  # degraded, as `webqa run` exits
+        (line,) = lines(done.stderr)  # one Notice line, bm25's included
+        also = "" if method == "bm25" else " and selected with bm25 instead of hybrid"
+        assert line.startswith("Notice: Ollama is not reachable") and line.endswith(
+            f"answered extractively (quoting the best sentences) instead{also}"), line
+        assert "8731" in done.stdout and "Confidence: medium; grounded: yes" in done.stdout
+    quiet = webqa("-q", "ask", PORT_Q, "--db", db, "--method", "bm25", "--json", host=down_host())
+    assert quiet.returncode == 1 and json.loads(quiet.stdout)["answerer"] == "extractive"
+    assert lines(quiet.stderr)[0].startswith("Notice: Ollama is not reachable")
 
 
 # --------------------------------------------------------------------------------------------

@@ -183,7 +183,8 @@ def test_full_disk_stops_the_crawl_with_one_error_and_exit_3(site: SiteServer, s
         urls.append(site.url(0, f"/p{i}.html"))
     db = folder / "webqa.duckdb"
 
-    result = subprocess.run([sys.executable, "-m", "jobs.cli", "-q", "crawl", *urls, "--db", str(db), "--delay", "0"],
+    # Without -q: its one line would be the Error alone, and the counts below are read from the summary line.
+    result = subprocess.run([sys.executable, "-m", "jobs.cli", "crawl", *urls, "--db", str(db), "--delay", "0"],
                             cwd=REPO, capture_output=True, text=True, timeout=300, preexec_fn=preexec)
 
     assert result.returncode == 3, result.stderr[-3000:]

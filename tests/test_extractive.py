@@ -67,7 +67,7 @@ def test_picks_the_sentence_with_the_answer() -> None:
     assert result["answer"].startswith(
         f"By default the server listens on port 8080; change it with --port. [{port_source.number}]"
     )
-    assert result["confidence"] == "high"
+    assert result["confidence"] == "medium"  # never "high": see test_confidence_is_never_high
     # "The server has many options." shares only already-covered words: adding it says nothing new.
     assert len(result["citations"]) == 1
 
@@ -100,9 +100,38 @@ def test_max_sentences_is_respected() -> None:
 
 def test_partial_coverage_lowers_confidence() -> None:
     question = "Which port does the server listen on, and where do logs go?"
-    # The port sentence alone leaves "logs" uncovered: an answer, but not a confident one.
-    assert answer_extractively(question, SOURCES, max_sentences=1)["confidence"] == "medium"
-    assert answer_extractively(question, SOURCES)["confidence"] == "high"
+    # The port sentence alone leaves "logs" uncovered: an answer, but not a confident one; and two
+    # sentences that each cover a part are no better than the best of them.
+    assert answer_extractively(question, SOURCES, max_sentences=1)["confidence"] == "low"
+    both = answer_extractively(question, SOURCES)
+    assert len(both["citations"]) == 2 and both["confidence"] == "low"
+
+
+def test_a_definitional_question_needs_a_sentence_that_defines_the_term() -> None:
+    # Issue 24: "FFI stands for?" got "high" from a sentence sharing "stands" (FFI, three letters, was no keyword).
+    sources = number_sources([
+        ("c-cif", "https://docs.example/libffi", "libffi", "The cif in ffi_cif stands for Call InterFace."),
+        ("c-ffi", "https://docs.example/ctypes", "ctypes",
+         "ctypes uses libffi. A foreign function interface (FFI) lets a program call routines of another language."),
+    ])
+    result = answer_extractively("FFI stands for?", sources)
+    assert [c["quote"] for c in result["citations"]] == [
+        "A foreign function interface (FFI) lets a program call routines of another language."]
+    assert result["confidence"] == "medium"
+    # Only a mention of the term, no sentence saying what it is: answered, but "low".
+    mention = number_sources([("c-d", "u", "deque", "Deques support thread-safe appends from either side.")])
+    assert answer_extractively("What is a deque?", mention)["confidence"] == "low"
+    defined = number_sources([("c-d", "u", "deque", "A deque is a list-like container with fast appends at both ends.")])
+    assert answer_extractively("What is a deque?", defined)["confidence"] == "medium"
+    assert answer_extractively("FFI stands for?", number_sources([("c", "u", "h", sources[0].text)]))[
+        "answer"] == NOT_ENOUGH_INFORMATION
+
+
+def test_confidence_is_never_high() -> None:
+    """No rule reached 90% of high answers holding an expect phrase on the dev sets (BENCHMARKS.md)."""
+    for question in ("Which port does the server listen on by default?", "How do I install the package with pip?",
+                     "How are jobs scheduled?"):
+        assert answer_extractively(question, SOURCES)["confidence"] in ("medium", "low")
 
 
 def test_sharing_one_word_is_not_an_answer() -> None:
@@ -142,7 +171,7 @@ def test_the_answering_sentence_is_still_found_among_near_misses() -> None:
     assert [c["quote"] for c in result["citations"]] == [
         "shutil.rmtree(path) deletes an entire directory tree, with every file and folder in it."
     ]
-    assert result["confidence"] == "high"
+    assert result["confidence"] == "medium"
     assert validate_answer(result, SHUTIL_RMTREE).grounded
 
 

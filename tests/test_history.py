@@ -169,23 +169,25 @@ def test_answer_and_page_changes_between_runs(tmp_path: Path, fake_ollama: FakeO
 
         second = run("--fail-on-change")
         assert second.returncode == 5, second.stdout + second.stderr  # answers changed
-        assert re.search(r"Run 2 done: 5/5 answered .*; since run 1: 1 changed, 1 new, 1 no longer answered, "
-                         r"2 unchanged", second.stdout), second.stdout
+        assert re.search(r"Run 2 done: 5/5 answered .*; since run 1: 1 changed \(port\), 1 new \(ferry\), "
+                         r"1 no longer answered \(tomatoes\), 2 reworded \(python, steps\), 0 unchanged",
+                         second.stdout), second.stdout
 
         # The answers: stored evidence and change, the same in the JSONL.
         after = finals(db, 2)
-        expected = {"port": "changed", "python": "unchanged", "tomatoes": "no_longer_answered", "steps": "unchanged",
+        expected = {"port": "changed", "python": "reworded", "tomatoes": "no_longer_answered", "steps": "reworded",
                     "ferry": "new"}
         assert {q: a["change"] for q, a in after.items()} == expected
         assert {r["question_id"]: r["change"] for r in read_jsonl(out / "run-2" / "answers.jsonl")} == expected
-        # Reworded, same quote of the same chunk: unchanged.
+        # Reworded, same quote and verdict: reworded, which --fail-on-change alone does not count.
         assert after["python"]["answer"] != before["python"]["answer"]
         evidence = {run: json.loads(a["python"]["evidence"]) for run, a in ((1, before), (2, after))}
-        assert evidence[2]["citations"] == evidence[1]["citations"] != []
-        assert evidence[2]["answered"] is evidence[1]["answered"] is True
+        assert evidence[2]["quotes"] == evidence[1]["quotes"] != []
+        assert evidence[2]["verdict"] == evidence[1]["verdict"] == "answered"
         # A changed quote: changed.
         assert "8740" in json.loads(after["port"]["citations"])[0]["quote"]
-        assert json.loads(after["tomatoes"]["evidence"]) == {"answered": False, "citations": [], "fallback": ""}
+        assert json.loads(after["tomatoes"]["evidence"]) == {"verdict": "not_enough_information", "quotes": [],
+                                                              "text": "", "chunks": []}
         (run_2,) = rows(db, "SELECT * FROM runs WHERE run_id = 2")
         assert run_2["previous_run_id"] == 1 and run_2["status"] == "done"
 
@@ -196,7 +198,8 @@ def test_answer_and_page_changes_between_runs(tmp_path: Path, fake_ollama: FakeO
         assert report.count("\n## ") == 5  # one heading per question, under Answers
         parts = sections(report)
         changes = parts["What changed since run 1"]
-        assert set(changes) == {"Changed", "New", "No longer answered", "Unchanged"}
+        reworded = "Reworded (same quotes and verdict, other words)"
+        assert set(changes) == {"Changed", "New", "No longer answered", reworded}
         changed = entries(changes["Changed"])
         assert list(changed) == ["port"]
         assert "before (run 1): The dashboard server listens on port 8731" in changed["port"]
@@ -206,14 +209,15 @@ def test_answer_and_page_changes_between_runs(tmp_path: Path, fake_ollama: FakeO
         gone = entries(changes["No longer answered"])
         assert list(gone) == ["tomatoes"] and "every Tuesday" in gone["tomatoes"]
         assert "now (run 2): Not enough information" in gone["tomatoes"]
-        assert changes["Unchanged"] == ["**Unchanged** (2): python, steps"]
+        assert list(entries(changes[reworded])) == ["python", "steps"]
+        assert "    behind it: no page it cites changed" in entries(changes[reworded])["steps"]
 
         pages = parts["Page changes since run 1"]
         page_changed = entries(pages["Changed"])
         assert page_changed == {url["widget"]: f"- <{url['widget']}> — cited by port, python",
                                 url["garden"]: f"- <{url['garden']}> — cited by tomatoes"}
         assert entries(pages["New"]) == {url["news"]: f"- <{url['news']}> — cited by ferry"}
-        assert entries(pages["Gone"]) == {url["old"]: f"- <{url['old']}> — not cited"}
+        assert entries(pages["Gone"]) == {url["old"]: f"- <{url['old']}> — HTTP 404; not cited"}
         assert pages["Unchanged"] == [f"**Unchanged** (1): <{url['lighthouse']}>"]
 
         # `webqa diff`: by default the last two successful runs; the same verdicts as the run's.
@@ -225,7 +229,8 @@ def test_answer_and_page_changes_between_runs(tmp_path: Path, fake_ollama: FakeO
         as_json = json.loads(webqa("diff", "1", "2", "--json", "--db", db, cwd=tmp_path).stdout)
         assert (as_json["run_a"], as_json["run_b"], as_json["changed"]) == (1, 2, True)
         assert {a["question_id"]: a["change"] for a in as_json["answers"]} == expected
-        assert as_json["counts"] == {"changed": 1, "new": 1, "no_longer_answered": 1, "unchanged": 2, "not_asked": 0}
+        assert as_json["counts"] == {"changed": 1, "new": 1, "no_longer_answered": 1, "reworded": 2,
+                                     "evidence_moved": 0, "unchanged": 0, "not_asked": 0}
         assert {p["url"]: p["change"] for p in as_json["pages"]} == {
             url["widget"]: "changed", url["garden"]: "changed", url["news"]: "new", url["old"]: "gone",
             url["lighthouse"]: "unchanged"}
@@ -243,9 +248,7 @@ def test_answer_and_page_changes_between_runs(tmp_path: Path, fake_ollama: FakeO
         log_file.parent.mkdir()
         third = run("--fail-on-change", options=("--quiet", "--log-file", log_file))
         assert third.returncode == 0, third.stdout + third.stderr
-        assert third.stderr == ""
-        assert lines(third.stdout)[0].startswith("Run 3 done: 5/5 answered") and "since run 2: 0 changed, 0 new, " \
-            "0 no longer answered, 5 unchanged" in third.stdout
+        assert third.stderr == third.stdout == ""  # cron's convention: silence when all is well
         assert [r.path for r in site.log if r.path.endswith(".html")] == []  # all fresh: nothing fetched
         logged = log_file.read_text(encoding="utf-8").splitlines()
         stamp = r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d webqa\[\d+\] "
@@ -253,6 +256,7 @@ def test_answer_and_page_changes_between_runs(tmp_path: Path, fake_ollama: FakeO
         text = "\n".join(logged)
         assert re.search(r"fetched 0 .*, fresh 5,", text)  # the crawl summary, hidden from stderr by --quiet
         assert "[5/5] ferry:" in text and "Run 3 done: 5/5 answered" in text and "exit 0" in text
+        assert "since run 2: 0 changed, 0 new, 0 no longer answered, 0 reworded, 5 unchanged" in text
         assert {a["change"] for a in finals(db, 3).values()} == {"unchanged"}
 
         # --refresh fetches them all the same (conditionally: nothing changed, so 304s).
@@ -459,4 +463,4 @@ def test_fail_on_change_is_outranked_by_a_partial_run(tmp_path: Path, db: Path, 
     assert second.returncode == 1, second.stderr  # partial outranks changed (ghost is new, and failed)
     ghost = finals(db, 2)["ghost"]
     assert ghost["error"].startswith("question ghost: none of its urls were crawled")
-    assert ghost["change"] == "new" and json.loads(ghost["evidence"])["answered"] is False
+    assert ghost["change"] == "new" and json.loads(ghost["evidence"])["verdict"] == "failed"

@@ -51,6 +51,20 @@ def notices(stderr: str) -> list[str]:
     return [line for line in lines(stderr) if line.startswith("Notice:")]
 
 
+def quiet_run(tmp_path: Path, job: Path, db: Path) -> tuple[Any, str]:
+    """`webqa -q run` as cron runs it, and what its --log-file got (without the stamps): under -q a run
+    that exits 0 prints nothing, so its summary and notices are read from the log."""
+    log = tmp_path / "webqa.log"
+    done = run_job(tmp_path, job, db, "-q", "--log-file", log, host=None)
+    logged = "\n".join(line.split("] ", 1)[1] for line in log.read_text(encoding="utf-8").splitlines())
+    return done, logged
+
+
+def summary_of(logged: str) -> str:
+    (line,) = [line for line in lines(logged) if line.startswith("Run ")]
+    return line
+
+
 # --------------------------------------------------------------------------------------------
 # Spread over the hosts, within each host's limit
 
@@ -62,12 +76,13 @@ def test_questions_are_spread_within_each_hosts_parallel_limit(
         fake.chunk_delay_s = 0.03  # replies take a while, so requests overlap
     # The first host takes ollama.parallel (2); the second its own limit (1).
     job = hosts_job(tmp_path, f"[{first.url}, {{url: '{second.url}', parallel: 1}}]", parallel=2)
-    done = run_job(tmp_path, job, db, "-q", host=None)
+    done, logged = quiet_run(tmp_path, job, db)
 
     assert done.returncode == 0, done.stderr
+    assert done.stdout == done.stderr == ""  # -q: nothing when all is well
     assert re.fullmatch(r"Run \d+ done: 5/5 answered \(5 grounded, 0 not enough information\), 0 failed; "
-                        r"first run of the job", lines(done.stdout)[0]), done.stdout
-    assert done.stderr == ""
+                        r"first run of the job", summary_of(logged)), logged
+    assert not [line for line in lines(logged) if line.startswith(("Notice", "WARNING", "Error"))], logged
     assert first.peak_active("/api/chat") == 2 and second.peak_active("/api/chat") == 1
     chats = {fake.url: len(fake.requests_to("/api/chat")) for fake in two_hosts}
     assert all(n >= 1 for n in chats.values()) and sum(chats.values()) == 5  # each question sent once
@@ -104,13 +119,13 @@ def test_a_host_that_dies_mid_run_is_taken_out_and_every_question_answered(
 
     second.chat_responder = dies_on_its_second_question
     job = hosts_job(tmp_path, f"[{first.url}, {dead}]")
-    done = run_job(tmp_path, job, db, "-q", host=None)
+    done, logged = quiet_run(tmp_path, job, db)
 
-    assert done.returncode == 0, done.stderr
-    summary = lines(done.stdout)[0]
+    assert done.returncode == 0 and done.stdout == done.stderr == "", done.stderr  # capacity lost, not work
+    summary = summary_of(logged)
     assert re.fullmatch(rf"Run \d+ done: 5/5 answered \(5 grounded, 0 not enough information\), 0 failed; "
                         rf"first run of the job; Ollama host lost: {re.escape(dead)} \(taken out\)", summary), summary
-    (notice,) = lines(done.stderr)  # under -q: the notice alone, no retry warnings
+    (notice,) = notices(logged)  # the notice alone, no retry warnings
     assert notice.startswith(f"Notice: Ollama host {dead} taken out for the rest of the run: ")
     assert "its questions went to the other hosts" in notice
     assert "Traceback" not in done.stderr
@@ -146,12 +161,13 @@ def test_when_every_host_dies_mid_run_the_rest_is_answered_without_the_llm(
 
     for fake in two_hosts:
         fake.chat_responder = answers_once_then_dies(fake)
-    done = run_job(tmp_path, hosts_job(tmp_path, f"[{', '.join(urls)}]"), db, "-q", host=None)
+    done, logged = quiet_run(tmp_path, hosts_job(tmp_path, f"[{', '.join(urls)}]"), db)
 
     # Two questions were in hand when the last host went: both are answered extractively, none fails.
     assert done.returncode == 1, done.stderr
-    assert re.match(r"Run \d+ partial: 5/5 answered .*, 0 failed", lines(done.stdout)[0]), done.stdout
-    said = notices(done.stderr)
+    (line,) = lines(done.stderr)  # -q: the one line naming what happened
+    assert re.match(r"Run \d+ partial: 5/5 answered .*, 0 failed", line) and "every Ollama host was taken out" in line
+    said = notices(logged)
     assert len(said) == 3 and all(any(url in line for line in said[:2]) for url in urls), done.stderr
     assert said[2].startswith("Notice: every Ollama host was taken out (") and "answered the remaining" in said[2]
     answers = rows(db, "SELECT answerer, host, error FROM answers WHERE final")
@@ -170,13 +186,13 @@ def test_a_host_without_the_model_is_left_out_at_start(
         tmp_path: Path, db: Path, two_hosts: tuple[FakeOllama, FakeOllama]) -> None:
     first, second = two_hosts
     second.models = {"nomic-embed-text"}
-    done = run_job(tmp_path, hosts_job(tmp_path, f"[{first.url}, {second.url}]"), db, "-q", host=None)
+    done, logged = quiet_run(tmp_path, hosts_job(tmp_path, f"[{first.url}, {second.url}]"), db)
 
-    assert done.returncode == 0, done.stderr
-    (notice,) = lines(done.stderr)
+    assert done.returncode == 0 and done.stdout == done.stderr == "", done.stderr
+    (notice,) = notices(logged)
     assert notice == (f"Notice: Ollama host {second.url} left out of this run: model llama3.2:3b is not available "
                       f"on {second.url}; run `ollama pull llama3.2:3b`")
-    summary = lines(done.stdout)[0]
+    summary = summary_of(logged)
     assert summary.endswith(f"0 failed; first run of the job; Ollama host lost: {second.url} (left out at start)")
     assert second.requests_to("/api/chat") == [] and len(first.requests_to("/api/chat")) == 5
     assert {r["host"] for r in read_jsonl(run_dir(tmp_path) / "answers.jsonl")} == {first.url}
@@ -184,11 +200,13 @@ def test_a_host_without_the_model_is_left_out_at_start(
 
 def test_every_host_down_behaves_as_one_ollama_down(tmp_path: Path, db: Path) -> None:
     down = [f"http://127.0.0.1:{free_port_on('127.0.0.1')}", f"http://127.0.0.2:{free_port_on('127.0.0.2')}"]
-    done = run_job(tmp_path, hosts_job(tmp_path, f"[{', '.join(down)}]"), db, "-q", host=None)
+    done, logged = quiet_run(tmp_path, hosts_job(tmp_path, f"[{', '.join(down)}]"), db)
 
     # As with one server down: answered extractively, degraded, exit 1; one notice naming every host.
     assert done.returncode == 1, done.stderr
-    (notice,) = notices(done.stderr)
+    (line,) = lines(done.stderr)
+    assert line.startswith("Run ") and "degraded: " in line and all(url in line for url in down)
+    (notice,) = notices(logged)
     assert all(url in notice for url in down) and "answered extractively" in notice
     answers = rows(db, "SELECT answerer, host FROM answers WHERE final")
     assert len(answers) == 5 and {(a["answerer"], a["host"]) for a in answers} == {("extractive", None)}

@@ -109,8 +109,8 @@ def test_collect_urls_keeps_first_of_duplicates_and_reports_the_rest() -> None:
     ]
     assert problems == [
         UrlProblem("urls.txt:2", "ftp://example.org/b", "unsupported scheme 'ftp'; only http and https are fetched"),
-        UrlProblem("urls.txt:3", "HTTPS://EXAMPLE.org:443/a#section", "duplicate of urls.txt:1; fetched once"),
-        UrlProblem("argument 1", "https://example.org/b", "duplicate of urls.txt:4; fetched once"),
+        UrlProblem("urls.txt:3", "HTTPS://EXAMPLE.org:443/a#section", "duplicate of urls.txt:1; fetched once", duplicate=True),
+        UrlProblem("argument 1", "https://example.org/b", "duplicate of urls.txt:4; fetched once", duplicate=True),
     ]
     assert str(problems[0]) == "urls.txt:2: 'ftp://example.org/b': unsupported scheme 'ftp'; only http and https are fetched"
 
@@ -236,7 +236,7 @@ def test_yaml_entries_validate_like_text_entries(tmp_path: Path) -> None:
     urls, problems = collect_urls(read_url_file(path))
     assert urls == [ListedUrl("https://example.org/a", f"{path}:1")]
     assert problems == [
-        UrlProblem(f"{path}:2", "https://EXAMPLE.org/a", f"duplicate of {path}:1; fetched once"),
+        UrlProblem(f"{path}:2", "https://EXAMPLE.org/a", f"duplicate of {path}:1; fetched once", duplicate=True),
         UrlProblem(f"{path}:3", "example.org/b", "no scheme; write it as https://…"),
     ]
 

@@ -185,7 +185,7 @@ class Coordinator:
             if crawl is None:
                 assert prep is not None
                 crawl_run_id = store.begin_crawl(self.options.job_name,
-                                                 urls_requested=len(prep["listed"]) + len(prep["problems"]))
+                                                 urls_requested=len(prep["listed"]) + sum(not p.duplicate for p in prep["problems"]))
                 crawl = {"id": uuid.uuid4().hex, "state": "seeding", "db": str(self.db_path.resolve()),
                          "crawl_run_id": crawl_run_id, "job_name": self.options.job_name}
                 self.r.set(self.keys.config, json.dumps(_config(self.options, prep, self.lease_seconds)))
@@ -260,7 +260,7 @@ class Coordinator:
         # Invalid URLs are items like any other (as the local spider yields them), queued once.
         if prep["problems"] and self.r.set(self.keys.problems_queued, 1, nx=True):
             pipe = self.r.pipeline(transaction=True)
-            for problem in prep["problems"]:
+            for problem in (p for p in prep["problems"] if not p.duplicate):
                 pipe.rpush(self.keys.items, encode_item(
                     FetchOutcome(url=problem.raw, outcome="skipped", reason=f"{problem.origin}: {problem.reason}")))
             pipe.execute()

@@ -141,6 +141,8 @@ class UrlsSpider(scrapy.Spider):
     async def start(self) -> AsyncIterator[Any]:
         for problem in self.problems:
             log.info("Skipping %s", problem)
+            if problem.duplicate:
+                continue  # the first listing is the URL: fetched, counted and recorded once
             self._count("skipped/invalid_url")
             yield FetchOutcome(url=problem.raw, outcome="skipped", reason=f"{problem.origin}: {problem.reason}")
         # Fresh listed URLs last: the links they lead to must not take max_pages from listed URLs.

@@ -245,6 +245,22 @@ def write_job(tmp_path: Path, text: str, name: str = "job.yaml") -> Path:
     return path
 
 
+def job_file(path: Path, name: str, urls: list[str], questions: list[str], extra: str = "") -> Path:
+    """A job crawling ``urls`` (none: no `urls` key) with the given QUESTIONS ids, as cron's tests write it."""
+    text = (
+        f"name: {name}\n"
+        + ("urls:\n" + "".join(f"  - {u}\n" for u in urls) if urls else "")
+        + "crawl:\n  delay: 0\n  timeout: 5\n  allow_private_networks: true\n"
+        + "questions:\n" + "".join(f"  - id: {q}\n    question: {json.dumps(QUESTIONS[q][0])}\n" for q in questions)
+        + "selection:\n  method: bm25\n  top_k: 2\n  token_budget: 1000\n"
+        + "output:\n  formats: [jsonl, markdown]\n"
+        + "ollama:\n  max_attempts: 2\n  timeout: 20\n"
+        + extra
+    )
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def run_job(tmp_path: Path, job: Path, db: Path, *args: str, host: str | None, timeout: float = 120
             ) -> subprocess.CompletedProcess[str]:
     return webqa("run", job, "--no-crawl", "--db", db, "--out", tmp_path / "out", *args, host=host, cwd=tmp_path,
