@@ -56,6 +56,16 @@ DNS_TIMEOUT = 10
 # than this many seconds: then the URL is recorded as failed at once; a cron job does not wait an hour.
 WEBQA_MAX_RETRY_AFTER = 60
 
+# Nothing is dropped without a record. Scrapy's own silent drops, each off or unreachable here:
+# URLLENGTH_LIMIT (a URL over 2,083 characters vanished with a log line) is off, and the spider records a
+# URL longer than WEBQA_MAX_URL_LENGTH as failed; DEPTH_LIMIT is off (the spider keeps the job's depth);
+# the offsite middlewares have no allowed_domains to apply (the spider follows same-host links itself);
+# every request carries dont_filter (the spider's `seen` fetches each URL once; the duplicate filter
+# would drop a redirect to a URL already fetched under its own name).
+URLLENGTH_LIMIT = 0
+WEBQA_MAX_URL_LENGTH = _defaults.MAX_URL_LENGTH
+DEPTH_LIMIT = 0
+
 # Only http and https are ever fetched; local files, data: URLs, FTP and S3 are not a web page.
 DOWNLOAD_HANDLERS = {"file": None, "data": None, "ftp": None, "s3": None}
 

@@ -209,7 +209,7 @@ class QuestionAnswerer:
         else:
             self._ask_llm(outcome, attempt)
         if attempt.data is not None:
-            attempt.validation = validate_answer(attempt.data, sources)
+            attempt.validation = validate_answer(attempt.data, sources, outcome.spec.question)
         self._record(outcome, attempt)
         return attempt
 
@@ -225,6 +225,8 @@ class QuestionAnswerer:
         except LLMError as exc:
             if isinstance(exc, LLMReplyError):
                 attempt.raw_reply = exc.raw_reply
+            # A failed answer names its server too (a pool has no one host: the reply says which).
+            attempt.host = getattr(exc, "host", None) or (self.llm.host if isinstance(self.llm, OllamaClient) else None)
             _fail(outcome, attempt, str(exc))
             attempt.latency_s = time.monotonic() - started
             return

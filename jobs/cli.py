@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any, NoReturn, TextIO
 
 from jobs.errors import ConfigError, ExitCode, Interrupted, NothingToDoError, StoreError, WebqaError
 from pipelines import defaults
+from pipelines.redact import inert, redact_text
 
 # A command gets its parsed arguments and the console that prints (and logs) its messages.
 Handler = Callable[[argparse.Namespace, "Console"], int]
@@ -63,6 +66,7 @@ class Console:
     def _stamp(self, message: str) -> None:
         if self.log is None:
             return
+        message = shown(message)
         prefix = f"{time.strftime('%Y-%m-%d %H:%M:%S')} webqa[{os.getpid()}] "
         try:
             self.log.write("".join(f"{prefix}{line}\n" for line in message.splitlines() or [""]))
@@ -72,23 +76,23 @@ class Console:
 
     def info(self, message: str) -> None:
         if not self.quiet:
-            print(message, file=sys.stderr, flush=True)
+            print(shown(message), file=sys.stderr, flush=True)
         self._stamp(message)
 
     def important(self, message: str) -> None:
         if not self.quiet:
-            print(message, file=sys.stderr, flush=True)
+            print(shown(message), file=sys.stderr, flush=True)
         self.last_important = message
         self._stamp(message)
 
     def result(self, message: str) -> None:
         if not self.quiet:
-            print(message, flush=True)
+            print(shown(message), flush=True)
         self._stamp(message)
 
     def error(self, message: str) -> None:
         """The line of a command that stopped on an error: printed under --quiet too (it is the one line)."""
-        print(message, file=sys.stderr, flush=True)
+        print(shown(message), file=sys.stderr, flush=True)
         self.verdict = None
         self._stamp(message)
 
@@ -98,12 +102,37 @@ class Console:
             return
         line = self.verdict or self.last_important
         if line:
-            print(line, file=sys.stderr, flush=True)
+            print(shown(line), file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self.log is not None:
             self.log.close()
             self.log = None
+
+
+def show(text: object = "") -> None:
+    """print() for text that carries what came from outside (answers, quotes, URLs, headings): :func:`shown`."""
+    print(shown(str(text)), flush=True)
+
+
+def shown(message: str) -> str:
+    """What may reach a terminal, cron mail or log file: no URL credentials, no control characters (text
+    from pages, LLM replies and URLs is in many messages)."""
+    return inert(redact_text(message))
+
+
+class _Shown(logging.Filter):
+    """Log records as :func:`shown` makes messages: Scrapy logs its settings, a Redis URL with its password."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is logging's to report, as before
+            return True
+        cleaned = shown(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True
 
 
 def default_db() -> str:
@@ -381,7 +410,7 @@ def cmd_runs(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(runs_json(runs), ensure_ascii=False, indent=2, default=str))
     else:
-        print(render_runs(runs))
+        show(render_runs(runs))
     return ExitCode.OK
 
 
@@ -394,7 +423,7 @@ def cmd_reindex(args: argparse.Namespace, console: Console) -> int:
     with Store.open(args.db) as store:
         store.reindex()
         chunks = store.count_chunks()
-    print(f"reindexed {chunks} chunks in {time.perf_counter() - started:.1f} s")
+    show(f"reindexed {chunks} chunks in {time.perf_counter() - started:.1f} s")
     return ExitCode.OK
 
 
@@ -418,7 +447,7 @@ def cmd_diff(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(diff_json(diff), ensure_ascii=False, indent=2, default=str))
     else:
-        print("\n".join(render_diff(diff, between=True)).rstrip())
+        show("\n".join(render_diff(diff, between=True)).rstrip())
     return ExitCode.OK
 
 
@@ -488,21 +517,21 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
 
 def _print_answer(obj: dict, dry_run: bool) -> None:
     if dry_run:
-        print(f"Selection ({obj['method_used']}):")
+        show(f"Selection ({obj['method_used']}):")
         for chunk in obj["chunks"]:
             mark = f"SOURCE {chunk['source_number']}" if chunk["sent"] else "dropped"
-            print(f"  #{chunk['rank']:<3} {chunk['score']:.4f}  {mark:<9}  {chunk['heading_path'] or chunk['url']}")
-        print()
-        print(obj["prompt"] or "")
+            show(f"  #{chunk['rank']:<3} {chunk['score']:.4f}  {mark:<9}  {chunk['heading_path'] or chunk['url']}")
+        show()
+        show(obj["prompt"] or "")
         return
-    print(obj.get("answer"))
-    print()
+    show(obj.get("answer"))
+    show()
     verdict = "Not enough information" if obj.get("not_enough_information") else (
         f"Confidence: {obj.get('confidence')}; grounded: {'yes' if obj.get('grounded') else 'no'}")
-    print(f"{verdict}; answer id {obj.get('answer_id')} (webqa explain {obj.get('answer_id')})")
+    show(f"{verdict}; answer id {obj.get('answer_id')} (webqa explain {obj.get('answer_id')})")
     for c in obj.get("citations", []):
         mark = "ok" if c["valid"] else f"INVALID: {c['reason']}"
-        print(f"  [{c['source']}] {c.get('heading_path') or ''} <{c.get('url')}> “{c['quote']}” ({mark})")
+        show(f"  [{c['source']}] {c.get('heading_path') or ''} <{c.get('url')}> “{c['quote']}” ({mark})")
 
 
 def cmd_schema(args: argparse.Namespace, console: Console) -> int:
@@ -563,7 +592,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
                            "prompt_loss": {m: f.prompt_loss(m) for m in methods}} for f in funnels],
         }, indent=2))
     else:
-        print(render_table(funnels, summary, methods))
+        show(render_table(funnels, summary, methods))
     return ExitCode.OK
 
 
@@ -573,7 +602,7 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
 
     with RunStore.open(args.db, read_only=True) as store:
         store.require_runs()
-        print(explain_answer(store, args.answer_id, show_prompt=not args.no_prompt))
+        show(explain_answer(store, args.answer_id, show_prompt=not args.no_prompt))
     return ExitCode.OK
 
 
@@ -661,8 +690,9 @@ def _configure_logging(args: argparse.Namespace, log: TextIO | None = None) -> N
                                                datefmt="%Y-%m-%d %H:%M:%S"))
         handlers.append(to_file)
         level = min(level, file_level)
-    if not args.verbose:
-        for h in handlers:
+    for h in handlers:
+        h.addFilter(_Shown())
+        if not args.verbose:
             h.addFilter(_hide_disabled_components)
     logging.basicConfig(level=level, handlers=handlers, force=True)
 
@@ -681,7 +711,49 @@ def _exit_now(console: Console, code: int) -> None:
     os._exit(code)
 
 
+def _signals_until_exit() -> None:
+    """From here to the process's end a stop signal is ignored: the command has recorded its outcome and its
+    exit code says it (130 after a first signal). A Python handler would not do: interpreter shutdown puts
+    the default action back, which ends the process as killed (143 for SIGTERM); an ignored signal stays so."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+class _Outcome:
+    """Whether the command has its outcome (its exit code decided): later stop signals change nothing."""
+
+    decided = False
+
+
+def _stop(_signum: int, _frame: Any) -> None:
+    """SIGINT and SIGTERM outside a command's own handling: stop (exit 130) until the outcome is decided."""
+    if not _Outcome.decided:
+        raise KeyboardInterrupt
+
+
+def _signals_until_handled() -> None:
+    """Before and after a command's own handling, SIGTERM stops like SIGINT (KeyboardInterrupt: exit 130)."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
+                signal.signal(sig, _stop)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # the process's own command line: main owns the process's signals
+        _signals_until_handled()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # a signal as the outcome was being decided: the run is stopped either way
+        return int(ExitCode.INTERRUPTED)
+    finally:
+        if argv is None:
+            _signals_until_exit()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
     _Parser.quiet = any(w in ("-q", "--quiet") for w in words[: words.index("--") if "--" in words else None])
@@ -706,21 +778,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             console._stamp(f"$ webqa {' '.join(sys.argv[1:] if argv is None else argv)}")
         _check_db(args)
         code = int(handler(args, console))
+        _Outcome.decided = True
         console.quiet_line(code)
         if log is not None:
             console._stamp(f"exit {code}")
         return code
     except Interrupted as exc:
+        _Outcome.decided = True
         console.error(f"Interrupted: {exc}")
         console._stamp(f"exit {int(exc.exit_code)}")
         if exc.immediate:
             _exit_now(console, int(exc.exit_code))
         return int(exc.exit_code)
     except WebqaError as exc:
+        _Outcome.decided = True
         console.error(f"Error: {exc}")
         console._stamp(f"exit {int(exc.exit_code)}")
         return int(exc.exit_code)
     except KeyboardInterrupt:
+        _Outcome.decided = True
         console.error("Interrupted.")
         console._stamp(f"exit {int(ExitCode.INTERRUPTED)}")
         return int(ExitCode.INTERRUPTED)

@@ -9,8 +9,13 @@ taken out for the rest of the run and the request goes to another host; the requ
 hosts at once. When every host is out, the pool raises :class:`LLMUnavailableError`, which the runner
 already answers with its no-LLM path (extractive answers, or exit 3 without ``fallback_extractive``).
 
-A reply that came but cannot be used (too long, not JSON) or a request the server rejected (4xx) is
-no fault of the host: it is raised to the caller as with one host.
+A host is judged by its answers too. A reply that came but cannot be used (longer than
+``max_reply_bytes``, not JSON, not of the schema's shape, from another model: :func:`jobs.llm.reply_problem`)
+is asked again of a host not yet tried for the request before the caller sees it. When another host
+then answers it well, the request was fine and the first host's reply was not: a strike. A host with
+``BAD_REPLY_STRIKES`` strikes in a row is taken out as a dead one is; a good reply clears its strikes.
+A request no host answers well (a prompt every model loops on) strikes nobody: the last bad reply goes
+to the caller, naming its host, as with one server. A request the server rejected (4xx) is raised at once.
 """
 
 from __future__ import annotations
@@ -18,12 +23,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set as AbstractSet
 from dataclasses import dataclass, replace
 from typing import Any
 
 from jobs.errors import LLMError, LLMUnavailableError, ModelNotFoundError
-from jobs.llm import ChatResult, LLMServerError, OllamaAccess, OllamaClient, OllamaSettings, ReplyDeadlineError
+from jobs.llm import (ChatResult, LLMReplyError, LLMServerError, OllamaAccess, OllamaClient, OllamaSettings,
+                      ReplyDeadlineError, reply_problem)
 
 __all__ = ["HOST_FAILURES", "HostPool", "HostSpec", "connect_hosts"]
 
@@ -32,6 +38,9 @@ log = logging.getLogger(__name__)
 # What takes a host out: the host itself failed, so another host may answer the same request.
 HOST_FAILURES: tuple[type[BaseException], ...] = (
     LLMUnavailableError, ModelNotFoundError, LLMServerError, ReplyDeadlineError)
+
+# Bad replies in a row, each answered well by another host, that take a host out: one could be chance.
+BAD_REPLY_STRIKES = 2
 
 # How long a request waiting for a free slot sleeps before it looks again (a release wakes it sooner).
 _SLOT_POLL_S = 1.0
@@ -52,6 +61,7 @@ class _Host:
     order: int
     busy: int = 0
     answered: int = 0
+    strikes: int = 0  # bad replies in a row that another host then answered well
     out: str | None = None  # why the host was taken out; None while it is in use
 
 
@@ -87,24 +97,47 @@ class HostPool:
             return {h.client.host: h.answered for h in self._hosts}
 
     def chat_json(self, prompt: str, schema: dict[str, Any], *, system: str | None = None) -> ChatResult:
-        """:meth:`OllamaClient.chat_json` on the least busy host; on a host failure, on the next one.
+        """:meth:`OllamaClient.chat_json` on the least busy host; on a host failure or a bad reply, on
+        another one (see the module doc).
 
-        Each failure takes a host out, so the loop ends after at most one try per host. The result's
-        ``latency_s`` covers the failed tries too: it is what the question waited.
+        Each host is tried at most once per request, so the loop ends. The result's ``latency_s``
+        covers the failed tries too: it is what the question waited.
         """
         started = time.monotonic()
+        tried: set[int] = set()
+        bad: list[tuple[_Host, str, ChatResult | LLMReplyError]] = []  # (host, why, what it sent)
         while True:
-            host = self._acquire()
+            host = self._acquire(tried, bad_so_far=bool(bad))
+            if host is None:
+                break
+            tried.add(host.order)
+            reply: ChatResult | LLMReplyError
             try:
-                result = host.client.chat_json(prompt, schema, system=system)
+                reply = host.client.chat_json(prompt, schema, system=system)
             except HOST_FAILURES as exc:
                 self._take_out(host, str(exc))
                 continue
+            except LLMReplyError as exc:
+                reply = exc
             finally:
                 self._release(host)
-            with self._changed:
-                host.answered += 1
-            return replace(result, latency_s=time.monotonic() - started)
+            why = str(reply) if isinstance(reply, LLMReplyError) else reply_problem(reply, schema,
+                                                                                   host.client.settings.model)
+            if why is None:
+                assert isinstance(reply, ChatResult)
+                self._good_reply(host, [(h, w) for h, w, _ in bad])
+                return replace(reply, latency_s=time.monotonic() - started)
+            log.warning("Ollama host %s sent a reply that cannot be used (%s); asking another host", host.client.host,
+                        why)
+            bad.append((host, why, reply))
+        if not bad:
+            raise LLMUnavailableError(self._all_out())
+        # No host answered well: the request's fault, not a host's. A reply that parsed comes first.
+        parsed = [r for _, _, r in bad if isinstance(r, ChatResult) and r.data is not None]
+        last = parsed[0] if parsed else bad[-1][2]
+        if isinstance(last, LLMReplyError):
+            raise last
+        return replace(last, latency_s=time.monotonic() - started)
 
     def close(self) -> None:
         for host in self._hosts:
@@ -118,14 +151,19 @@ class HostPool:
 
     # -- slots ------------------------------------------------------------------------------------
 
-    def _acquire(self) -> _Host:
-        """A slot on the least busy host in use (the first configured on a tie); waits while all are full."""
+    def _acquire(self, tried: AbstractSet[int] = frozenset(), *, bad_so_far: bool = False) -> _Host | None:
+        """A slot on the least busy host in use not yet ``tried`` (the first configured on a tie); waits
+        while all are full. None when every host in use was tried (after a bad reply), and
+        LLMUnavailableError when no host is left in use and none replied."""
         with self._changed:
             while True:
                 usable = [h for h in self._hosts if h.out is None]
-                if not usable:
+                if not usable and not bad_so_far:
                     raise LLMUnavailableError(self._all_out())
-                free = [h for h in usable if h.busy < h.parallel]
+                untried = [h for h in usable if h.order not in tried]
+                if not untried:
+                    return None
+                free = [h for h in untried if h.busy < h.parallel]
                 if free:
                     host = min(free, key=lambda h: (h.busy / h.parallel, h.order))
                     host.busy += 1
@@ -137,6 +175,19 @@ class HostPool:
         with self._changed:
             host.busy -= 1
             self._changed.notify_all()
+
+    def _good_reply(self, host: _Host, bad: list[tuple[_Host, str]]) -> None:
+        """``host`` answered well; each host in ``bad`` had failed the same request: a strike each."""
+        with self._changed:
+            host.answered += 1
+            host.strikes = 0
+        for other, why in bad:
+            with self._changed:
+                other.strikes += 1
+                strikes = other.strikes
+            if strikes >= BAD_REPLY_STRIKES:
+                self._take_out(other, f"{strikes} replies in a row could not be used while another host answered "
+                                      f"the same requests (the last: {why})")
 
     def _take_out(self, host: _Host, why: str) -> None:
         with self._changed:

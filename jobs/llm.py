@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import reprlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ import pydantic
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from jobs.errors import ConfigError, LLMError, LLMUnavailableError, ModelNotFoundError
+from pipelines.redact import redact_url
 from jobs.llm_defaults import (
     DEFAULT_EMBEDDING_MODEL,
     DEFAULT_HOST,
@@ -54,7 +56,7 @@ __all__ = ["DEFAULT_EMBEDDING_MODEL", "DEFAULT_HOST", "DEFAULT_KEEP_ALIVE", "DEF
            "DEFAULT_MAX_REPLY_BYTES", "DEFAULT_MODEL", "DEFAULT_NUM_PREDICT", "DEFAULT_OPTIONS", "DEFAULT_PORT",
            "DEFAULT_REPLY_TIMEOUT_S", "DEFAULT_TIMEOUT_S", "ChatResult", "LLMReplyError", "LLMServerError",
            "OllamaAccess", "OllamaClient", "OllamaSettings", "ReplyDeadlineError", "default_host", "default_options",
-           "normalize_host"]
+           "normalize_host", "reply_problem", "schema_problem"]
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +115,10 @@ class LLMReplyError(LLMError):
     ``raw_reply`` keeps what was received (at most ``max_reply_bytes``) for `webqa explain`.
     """
 
-    def __init__(self, message: str, raw_reply: str) -> None:
+    def __init__(self, message: str, raw_reply: str, host: str | None = None) -> None:
         super().__init__(message)
         self.raw_reply = raw_reply
+        self.host = host  # the server that sent it (shown without credentials)
 
 
 class ReplyDeadlineError(LLMReplyError):
@@ -183,7 +186,8 @@ class OllamaClient:
 
     @property
     def host(self) -> str:
-        return self.settings.host
+        """The server's URL as shown in messages, reports and the database: without credentials."""
+        return redact_url(self.settings.host)
 
     def close(self) -> None:
         """Close the HTTP connection pool."""
@@ -285,14 +289,14 @@ class OllamaClient:
                     size += len(content.encode("utf-8"))
                 if size > s.max_reply_bytes:
                     raw = _clip_utf8("".join(pieces), s.max_reply_bytes)
-                    raise LLMReplyError(f"reply longer than {s.max_reply_bytes} bytes (model {model})", raw)
+                    raise LLMReplyError(f"reply longer than {s.max_reply_bytes} bytes (model {model})", raw, self.host)
                 if chunk.done:
                     final = chunk
                     break
                 if time.monotonic() > deadline:
                     raise ReplyDeadlineError(
                         f"no complete reply within {s.reply_timeout_s:g} s (model {model}; ollama.reply_timeout)",
-                        "".join(pieces),
+                        "".join(pieces), self.host,
                     )
         finally:
             # Release the connection even when we stop early on an error.
@@ -407,6 +411,57 @@ def request_options(options: dict[str, Any]) -> dict[str, Any]:
 def _clip_utf8(text: str, max_bytes: int) -> str:
     """The longest prefix of ``text`` whose UTF-8 form fits ``max_bytes`` (no split character)."""
     return text.encode("utf-8")[:max_bytes].decode("utf-8", errors="ignore")
+
+
+def reply_problem(result: ChatResult, schema: dict[str, Any], model: str) -> str | None:
+    """Why a reply that came cannot be used as asked for, or None: not JSON, not of ``schema``'s shape
+    (Ollama's ``format=`` grammar makes any working server's reply fit it), or from another model."""
+    if _canonical_model(result.model or model) != _canonical_model(model):
+        return f"the reply came from model {result.model!r}, not {model}"
+    if result.data is None:
+        return "the reply was not valid JSON"
+    problem = schema_problem(result.data, schema)
+    return None if problem is None else f"the reply does not fit the schema: {problem}"
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,), "array": (list,), "string": (str,), "integer": (int,), "number": (int, float),
+    "boolean": (bool,), "null": (type(None),),
+}
+
+
+def schema_problem(value: Any, schema: dict[str, Any], where: str = "reply") -> str | None:
+    """The first way ``value`` breaks ``schema`` (type, enum, required, additionalProperties, items), or None.
+
+    The subset of JSON Schema the answer and rerank schemas use; other keywords are not checked.
+    """
+    kind = schema.get("type")
+    if isinstance(kind, str) and kind in _JSON_TYPES:
+        ok = isinstance(value, _JSON_TYPES[kind]) and not (kind in ("integer", "number") and isinstance(value, bool))
+        if not ok:
+            return f"{where} is {type(value).__name__}, not {kind}"
+    if "enum" in schema and value not in schema["enum"]:
+        return f"{where} is {reprlib.repr(value)}, not one of {schema['enum']}"
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        missing = [key for key in schema.get("required") or () if key not in value]
+        if missing:
+            return f"{where} lacks {', '.join(map(repr, missing))}"
+        if schema.get("additionalProperties") is False:
+            extra = [key for key in value if key not in properties]
+            if extra:
+                return f"{where} has unexpected {reprlib.repr(extra[0])}"
+        for key, sub in properties.items():
+            if key in value and isinstance(sub, dict):
+                problem = schema_problem(value[key], sub, f"{where}.{key}")
+                if problem:
+                    return problem
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            problem = schema_problem(item, schema["items"], f"{where}[{i}]")
+            if problem:
+                return problem
+    return None
 
 
 def _parse_object(content: str) -> dict[str, Any] | None:

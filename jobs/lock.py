@@ -42,8 +42,13 @@ class RunLock:
                     os.close(fd)
                     raise self._busy(holder) from None
                 time.sleep(self.poll_seconds)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"PID {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"PID {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0)
+        except OSError as exc:  # a full disk: nothing of the run could be written either
+            os.close(fd)
+            raise StoreError(f"{self.path}: cannot write the lock file: {exc.strerror or exc}; free space on that "
+                             "disk and rerun") from None
         self._fd = fd
 
     def _busy(self, holder: str) -> DatabaseLockedError:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from jobs.answer import Attempt, Outcome, candidate_dict, citation_records, selection_rows
+from pipelines.redact import inert
 from jobs.changes import LABELS
 
 
@@ -45,6 +46,8 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
     elif final is not None and final.answer_id is not None:
         # A failed attempt shows no answer text, but its id leads to the raw reply in `webqa explain`.
         result["answer_id"] = final.answer_id
+    if final is not None and final.data is None and final.host is not None:
+        result["host"] = final.host  # which server failed it
     return result
 
 
@@ -88,6 +91,8 @@ def answer_row_json(row: dict[str, Any], attempts: int = 1) -> dict[str, Any]:
         "method_used": row.get("method"), "notice": None, "error": row.get("error"),
         "chunks": [], "prompt": None, "sources": [],
     }
+    if row.get("error") is not None and row.get("host"):
+        result["host"] = row["host"]
     if row.get("error") is None and row.get("answer") is not None:
         try:
             stored = json.loads(row.get("citations") or "[]")
@@ -129,16 +134,18 @@ def write_markdown_report(out: TextIO, title: str, summary_lines: Sequence[str],
         lines += ["# Answers", ""]
     lines += [f"- {line}" for line in summary_lines]
     lines.append("")
-    out.write("\n".join(lines))
+    # Answers, quotes, headings and URLs come from outside: a control character is shown, never obeyed.
+    out.write(inert("\n".join(lines)))
     for obj in results:
-        out.write("\n" + "\n".join(_answer_section(obj)))
+        out.write(inert("\n" + "\n".join(_answer_section(obj))))
 
 
 def _answer_section(obj: dict[str, Any]) -> list[str]:
     lines = [f"## {obj['question_id']}: {obj['question']}", ""]
     if obj.get("error"):
         where = f" (answer id {obj['answer_id']}: `webqa explain {obj['answer_id']}`)" if obj.get("answer_id") else ""
-        return [*lines, f"**Failed:** {obj['error']}{where}", ""]
+        host = f" (Ollama host {obj['host']})" if obj.get("host") else ""
+        return [*lines, f"**Failed:** {obj['error']}{host}{where}", ""]
     if obj.get("answer") is None:
         return [*lines, "_No answer (dry run)._", ""]
     lines.append(str(obj["answer"]).strip())
@@ -176,7 +183,20 @@ def write_csv(path: Path, results: Iterable[dict[str, Any]]) -> None:
         for obj in results:
             row = dict(obj)
             row["citations"] = "; ".join(f"[{c['source']}] {c.get('url') or ''}" for c in obj.get("citations", []))
-            writer.writerow(row)
+            writer.writerow({key: csv_cell(value) for key, value in row.items()})
+
+
+# A spreadsheet runs a cell that starts with one of these as a formula (=HYPERLINK(…), +cmd|…, @SUM(…)).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV value that a spreadsheet shows as text: control characters escaped, a formula start quoted
+    with a leading apostrophe (OWASP's advice); numbers and booleans stay as they are."""
+    if not isinstance(value, str):
+        return value
+    text = inert(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
 
 
 __all__ = ["outcome_json", "answer_row_json", "write_jsonl_line", "markdown_report", "write_markdown_report", "write_csv", "candidate_dict"]

@@ -327,7 +327,12 @@ def _is_storage_failure(exc: BaseException) -> bool:
         return True
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG):
         return True
-    return isinstance(exc, duckdb.IOException)
+    # DuckDB reports a write the disk refused at COMMIT as a TransactionException, naming the OS error.
+    return isinstance(exc, duckdb.IOException) or (isinstance(exc, duckdb.Error) and any(
+        os_error in str(exc) for os_error in _OS_WRITE_ERRORS))
+
+
+_OS_WRITE_ERRORS = tuple(os.strerror(code) for code in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG))
 
 
 def storage_error(exc: BaseException, what: str) -> StorageError:

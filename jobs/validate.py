@@ -29,10 +29,11 @@ import unicodedata
 from array import array
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
+from jobs.agreement import disagreements
 from jobs.prompt import NOT_ENOUGH_INFORMATION, Source
 
 __all__ = [
@@ -413,20 +414,44 @@ def is_not_enough_information(answer: str) -> bool:
     return core == _NEI_KEY
 
 
-def validate_answer(data: Mapping[str, Any], sources: Sequence[Source]) -> Validation:
+def validate_answer(data: Mapping[str, Any], sources: Sequence[Source], question: str = "") -> Validation:
     """Check every citation in an (already parsed) reply against the sources that were sent.
 
     ``data`` goes through ``coerce_answer`` first, so odd shapes are tolerated. A citation is
-    valid only if its source number was sent and its quote is that very source's words. An empty
-    answer is never grounded, whatever it cites.
+    valid only if its source number was sent, its quote is that very source's words, and the answer
+    does not contradict it (numbers, dates, polarity, named values: :mod:`jobs.agreement`; the
+    ``question``'s own numbers and names count as given). An empty answer is never grounded,
+    whatever it cites.
     """
     reply = coerce_answer(data)
     by_number = {s.number: s for s in sources}
     checks = [_check(citation, by_number) for citation in reply["citations"]]
-    failed = [c for c in checks if not c.valid]
     nei = is_not_enough_information(reply["answer"])
+    if not nei:
+        checks = _agreement(reply["answer"], question, checks, by_number)
+    failed = [c for c in checks if not c.valid]
     grounded = not failed and bool(reply["answer"].strip()) and (nei or bool(checks))
     return Validation(grounded=grounded, checks=checks, failed=failed, not_enough_information=nei)
+
+
+def _agreement(answer: str, question: str, checks: list[CitationCheck], by_number: Mapping[int, Source]
+               ) -> list[CitationCheck]:
+    """The checks, with each disagreement of the answer with its valid quotes failing the citation it
+    concerns (the one whose quote holds the evidence's value, else the first valid one)."""
+    valid = [c for c in checks if c.valid]
+    if not valid:
+        return checks
+    cited = sorted({c.source for c in valid if c.source is not None})
+    found = disagreements(answer, question, [c.quote for c in valid], [by_number[n].text for n in cited])
+    if not found:
+        return checks
+    reasons: dict[int, list[str]] = {}
+    for problem in found:
+        value = normalise(problem.evidence or "")
+        target = next((i for i, c in enumerate(checks) if c.valid and value and value in normalise(c.quote)),
+                      checks.index(valid[0]))
+        reasons.setdefault(target, []).append(problem.reason)
+    return [replace(c, valid=False, reason="; ".join(reasons[i])) if i in reasons else c for i, c in enumerate(checks)]
 
 
 def _check(citation: Mapping[str, Any], by_number: Mapping[int, Source]) -> CitationCheck:

@@ -1010,7 +1010,7 @@ def whatwg_decode(body: bytes, encoding: str) -> str | None:
 
 
 def garbled_share(text: str, sample: int = 65536) -> float:
-    """Share of characters that only a wrong decoding produces: U+FFFD, and U+xx00 above U+00FF.
+    """Share of characters that only a wrong decoding produces: U+FFFD, NUL, and U+xx00 above U+00FF.
 
     Byte-swapped UTF-16 turns ASCII into U+xx00 characters (``<`` → U+3C00); real text in any script
     has them at about 1 in 256. Whitespace is not counted.
@@ -1018,7 +1018,8 @@ def garbled_share(text: str, sample: int = 65536) -> float:
     text = text[:sample]
     # Only characters above U+00FF can be garbled: the regex finds them in C, so the Python loop runs over
     # the few a real page has (the loop over all 65,536 characters was 3% of the crawling process's CPU).
-    bad = sum(1 for c in _ABOVE_LATIN1.findall(text) if c == "\ufffd" or ord(c) & 0xFF == 0)
+    # And NUL: UTF-16 without a BOM or charset read as a single-byte encoding is every other character.
+    bad = text.count("\x00") + sum(1 for c in _ABOVE_LATIN1.findall(text) if c == "\ufffd" or ord(c) & 0xFF == 0)
     if not bad:  # most pages: no need to count the visible characters
         return 0.0
     visible = len("".join(text.split()))  # non-whitespace characters, as str.isspace counts them

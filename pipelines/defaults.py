@@ -17,6 +17,8 @@ DELAY = 1.0
 TIMEOUT = 30.0
 # Largest response body, after decompression: documentation pages are far below it; above is a dump or a bomb.
 MAX_BYTES = 10 * 1024 * 1024
+# Longest URL requested (RFC 9110 recommends servers take 8,000 octets); longer is recorded as failed.
+MAX_URL_LENGTH = 8192
 # A host whose robots.txt asks for a longer Crawl-delay (seconds) is skipped, not crawled for hours.
 MAX_CRAWL_DELAY = 30.0
 

@@ -129,6 +129,10 @@ class Store:
         if not read_only:
             try:
                 store.migrate()
+            except duckdb.Error as exc:
+                store.close()
+                # Creating or upgrading the tables is the first write: a full disk refuses it here.
+                raise StoreError(f"{path}: cannot prepare the database: {str(exc).splitlines()[0]}") from None
             except BaseException:
                 store.close()  # a database this version cannot use must not stay locked by it
                 raise

@@ -15,6 +15,7 @@ Public surface::
     server.embed_fn = lambda text: [...]         # vector for one input text
     server.requests                  # every request received, in order (RecordedRequest)
     server.peak_active("/api/chat")  # most requests to a path handled at the same time
+    server.reply_model = "other:1b"  # the model name chat replies carry (default: the one asked for)
     FakeOllama(host="127.0.0.2")     # another loopback address, for a second server
     server.stop()
 
@@ -256,6 +257,7 @@ class FakeOllama:
       ``chat_responder``  ``(request_body) -> Reply`` used for /api/chat once the script is empty.
       ``embed_fn``        ``(text) -> list[float]`` used for /api/embed once its script is empty.
       ``chunk_delay_s``   pause between streamed chat pieces (simulates generation speed).
+      ``reply_model``     the model name chat replies carry; None (default): the model asked for.
     Read-only: ``url``, ``requests``.
     """
 
@@ -266,6 +268,7 @@ class FakeOllama:
         self.chat_responder: Callable[[dict[str, Any]], Reply] = default_chat_responder
         self.embed_fn: Callable[[str], list[float]] = lambda text: hashed_embedding(text, embed_dims)
         self.chunk_delay_s: float = 0.0
+        self.reply_model: str | None = None
         self.requests: list[RecordedRequest] = []
         self._active: dict[str, int] = {}
         self._peak: dict[str, int] = {}
@@ -529,6 +532,7 @@ class _Handler(BaseHTTPRequestHandler):
         model = self._model_or_404(body, _CHAT_NOT_FOUND)
         if model is None:
             return
+        model = self.fake.reply_model or model  # what the replies say they came from
         reply = self._resolve("/api/chat", body, lambda b: self.fake.chat_responder(b))
         if reply is None:
             return

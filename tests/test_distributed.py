@@ -3,150 +3,24 @@ multi-host site on loopback and a real DuckDB file (crawler/distributed/)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import duckdb
 import pytest
 
-from tests.support.crawling import REPO
 from tests.site_server import SiteServer
+from tests.support.crawling import REPO
+from tests.support.redis import (  # noqa: F401 - procs, redis_server and redis_url are fixtures, used by name
+    REDIS_SERVER, Procs, crawl_rows, lease_holders, procs, redis_keys, redis_server, redis_url, stop_server, wait_for)
 
-REDIS_SERVER = shutil.which("redis-server")
 pytestmark = pytest.mark.skipif(
     REDIS_SERVER is None, reason="redis-server is not installed (apt-get install -y redis-server; .ci/run does)")
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
-WEBQA = [sys.executable, "-m", "jobs.cli"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _start_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """A private redis-server on loopback (no persistence) and its URL."""
-    for _attempt in range(5):
-        port = _free_port()
-        server = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp), "--save", "",
-             "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and server.poll() is None:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                return server, f"redis://127.0.0.1:{port}/0"
-            except OSError:
-                time.sleep(0.05)
-        _stop(server)
-    pytest.fail("redis-server did not start")
-
-
-def _stop(server: subprocess.Popen[bytes]) -> None:
-    if server.poll() is None:
-        server.terminate()
-    try:
-        server.wait(10)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait(5)
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """A private redis-server on loopback, stopped after the test; the test may stop it sooner."""
-    server, url = _start_redis(tmp_path)
-    try:
-        yield server, url
-    finally:
-        _stop(server)
-
-
-@pytest.fixture
-def redis_url(redis_server: tuple[subprocess.Popen[bytes], str]) -> str:
-    return redis_server[1]
-
-
-def _lease_holders(url: str) -> set[int]:
-    """The pids of the workers holding leases now (a holder entry is "host:pid:uuid|score")."""
-    import redis
-
-    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
-    pids = set()
-    for prefix in client.hkeys("webqa:crawls"):
-        for holder in client.hvals(prefix + b":holders"):
-            pids.add(int(holder.decode().split("|")[0].split(":")[1]))
-    return pids
-
-
-def _redis_keys(url: str) -> list[bytes]:
-    import redis
-
-    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
-    return sorted(client.keys("*"))
-
-
-class Procs:
-    """The coordinator and workers of one test, each logging to its own file; all killed at the end."""
-
-    def __init__(self, tmp: Path, redis_url: str) -> None:
-        self.tmp = tmp
-        self.redis_url = redis_url
-        self.db = tmp / "webqa.duckdb"
-        self.env = dict(os.environ, WEBQA_ALLOW_PRIVATE_NETWORKS="1", WEBQA_REDIS_GRACE="1",
-                        WEBQA_REDIS_LEASE="4", WEBQA_REDIS_WORKER_WAIT="60", PYTHONUNBUFFERED="1")
-        self.procs: list[subprocess.Popen[str]] = []
-        self.logs: dict[int, Path] = {}
-
-    def _start(self, name: str, args: list[str]) -> subprocess.Popen[str]:
-        log = self.tmp / f"{name}-{len(self.procs)}.log"
-        proc = subprocess.Popen([*WEBQA, *args], cwd=REPO, env=self.env, text=True,
-                                stdout=log.open("w"), stderr=subprocess.STDOUT)
-        self.procs.append(proc)
-        self.logs[proc.pid] = log
-        return proc
-
-    def coordinator(self, urls: list[str], *extra: str, db: Path | None = None) -> subprocess.Popen[str]:
-        return self._start("coordinator", ["crawl", "--redis", self.redis_url, "--db", str(db or self.db), *extra,
-                                           *urls])
-
-    def worker(self) -> subprocess.Popen[str]:
-        return self._start("worker", ["worker", "--redis", self.redis_url, "--wait", "60", "--workers", "1"])
-
-    def output(self, proc: subprocess.Popen[str]) -> str:
-        return self.logs[proc.pid].read_text()
-
-    def finish(self, proc: subprocess.Popen[str], timeout: float = 120) -> str:
-        proc.wait(timeout)
-        out = self.output(proc)
-        assert "Traceback" not in out, out[-4000:]
-        return out
-
-    def close(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
-
-
-@pytest.fixture
-def procs(tmp_path: Path, redis_url: str) -> Iterator[Procs]:
-    p = Procs(tmp_path, redis_url)
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def _site(pages_per_host: int, *, slow: float = 0.0) -> tuple[SiteServer, list[str], set[str]]:
@@ -170,21 +44,6 @@ def _site(pages_per_host: int, *, slow: float = 0.0) -> tuple[SiteServer, list[s
     return site, seeds, every
 
 
-def _rows(db: Path) -> tuple[list[str], list[tuple[str, str, str]]]:
-    with duckdb.connect(str(db), read_only=True) as conn:
-        pages = [r[0] for r in conn.execute("SELECT url FROM pages").fetchall()]
-        log = conn.execute("SELECT url, outcome, reason FROM fetch_log").fetchall()
-    return pages, log
-
-
-def _wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 def test_three_workers_share_one_polite_gate_and_store_every_page_once(procs: Procs) -> None:
     site, seeds, every = _site(6)
     try:
@@ -196,7 +55,7 @@ def test_three_workers_share_one_polite_gate_and_store_every_page_once(procs: Pr
             assert "Worker done" in procs.finish(worker, 60) and worker.returncode == 0
         # The same summary line as a crawl on one machine.
         assert f"fetched {len(every)} (new {len(every)}, changed 0, unchanged 0)" in out, out[-2000:]
-        pages, log = _rows(procs.db)
+        pages, log = crawl_rows(procs.db)
         assert sorted(pages) == sorted(every) and not log
         for host in HOSTS:
             requested = Counter(site.paths(host))
@@ -204,7 +63,7 @@ def test_three_workers_share_one_polite_gate_and_store_every_page_once(procs: Pr
             assert all(n == 1 for n in requested.values()), requested  # no page fetched twice
             # Server-side, across the three workers: the promised delay between requests to one host.
             assert site.min_gap(host, exclude_paths=()) >= 0.5
-        assert _redis_keys(procs.redis_url) == []  # the coordinator removed the crawl's keys at the end
+        assert redis_keys(procs.redis_url) == []  # the coordinator removed the crawl's keys at the end
     finally:
         site.stop()
 
@@ -215,15 +74,15 @@ def test_killed_worker_loses_no_url(procs: Procs) -> None:
     try:
         coordinator = procs.coordinator(seeds, "--depth", "1", "--delay", "0.2")
         workers = {w.pid: w for w in (procs.worker(), procs.worker())}
-        _wait_for(lambda: sum(1 for r in site.log if r.path.startswith("/p")) >= 4, 60, "the first pages")
+        wait_for(lambda: sum(1 for r in site.log if r.path.startswith("/p")) >= 4, 60, "the first pages")
         # The victim is a worker holding leases (a worker leases up to 32 requests ahead: one may hold all).
         holders: set[int] = set()
 
         def leased() -> bool:
-            holders.update(_lease_holders(procs.redis_url) & set(workers))
+            holders.update(lease_holders(procs.redis_url) & set(workers))
             return bool(holders)
 
-        _wait_for(leased, 60, "a worker holding leases")
+        wait_for(leased, 60, "a worker holding leases")
         victim = workers.pop(min(holders))
         survivor = next(iter(workers.values()))
         victim.send_signal(signal.SIGKILL)
@@ -237,11 +96,11 @@ def test_killed_worker_loses_no_url(procs: Procs) -> None:
         assert "stopped mid-crawl without finishing" in out and "Error:" not in out, out[-2000:]
         procs.finish(survivor, 60)
         assert survivor.returncode == 0
-        pages, log = _rows(procs.db)
+        pages, log = crawl_rows(procs.db)
         ended = pages + [url for url, _outcome, _reason in log]
         assert Counter(ended) == Counter(every), "every URL stored or failed, none twice"
         assert all(reason for _url, _outcome, reason in log)
-        assert _redis_keys(procs.redis_url) == []
+        assert redis_keys(procs.redis_url) == []
     finally:
         site.stop()
 
@@ -252,8 +111,8 @@ def test_worker_cut_off_from_redis_exits_with_one_error_line(procs: Procs, redis
     try:
         coordinator = procs.coordinator(seeds, "--depth", "1", "--delay", "0.2")
         worker = procs.worker()
-        _wait_for(lambda: sum(1 for r in site.log if r.path.startswith("/p")) >= 2, 60, "the first pages")
-        _stop(server)
+        wait_for(lambda: sum(1 for r in site.log if r.path.startswith("/p")) >= 2, 60, "the first pages")
+        stop_server(server)
         # Within a lease (4 s) and a renewal of losing Redis, each process says so in one line and fails.
         for proc in (worker, coordinator):
             out = procs.finish(proc, 60)
@@ -269,7 +128,7 @@ def test_killed_writer_resumes_from_redis_without_duplicates(procs: Procs) -> No
     try:
         first = procs.coordinator(seeds, "--depth", "1", "--delay", "0.3")
         workers = [procs.worker(), procs.worker()]
-        _wait_for(lambda: sum(1 for r in site.log if r.path.startswith("/p")) >= 6, 60, "the first pages")
+        wait_for(lambda: sum(1 for r in site.log if r.path.startswith("/p")) >= 6, 60, "the first pages")
         first.send_signal(signal.SIGKILL)
         first.wait(10)
         time.sleep(1.0)  # the workers go on handing items to Redis meanwhile
@@ -278,7 +137,7 @@ def test_killed_writer_resumes_from_redis_without_duplicates(procs: Procs) -> No
         assert again.returncode == 0, out[-4000:]
         for worker in workers:
             procs.finish(worker, 60)
-        pages, log = _rows(procs.db)
+        pages, log = crawl_rows(procs.db)
         assert Counter(pages) == Counter(every) and not log
         with duckdb.connect(str(procs.db), read_only=True) as conn:
             runs = conn.execute("SELECT crawl_run_id, status FROM crawl_runs").fetchall()
@@ -295,7 +154,7 @@ def test_worker_gives_up_on_a_coordinator_killed_and_not_restarted(procs: Procs)
         coordinator = procs.coordinator(seeds, "--depth", "1", "--delay", "0.5")
         procs.env["WEBQA_REDIS_COORDINATOR_WAIT"] = "1"
         worker = procs.worker()
-        _wait_for(lambda: sum(1 for r in site.log if r.path.startswith("/p")) >= 2, 60, "the first pages")
+        wait_for(lambda: sum(1 for r in site.log if r.path.startswith("/p")) >= 2, 60, "the first pages")
         coordinator.send_signal(signal.SIGKILL)
         coordinator.wait(10)
         # Its heartbeat key expires (10 s), then the worker waits 1 s more and stops, in one line.
@@ -320,10 +179,10 @@ def test_two_crawls_share_one_redis_without_mixing_frontiers(procs: Procs) -> No
         def running() -> list[bytes]:
             return [p for p in client.hkeys("webqa:crawls") if b'"running"' in (client.get(p + b":crawl") or b"")]
 
-        _wait_for(lambda: len(running()) == 2, 60, "two published crawls")
+        wait_for(lambda: len(running()) == 2, 60, "two published crawls")
         # A worker joins the crawl with the fewest workers: the second one joins the other crawl.
         first = procs.worker()
-        _wait_for(lambda: any(client.hlen(p + b":workers") for p in running()), 60, "the first worker to join")
+        wait_for(lambda: any(client.hlen(p + b":workers") for p in running()), 60, "the first worker to join")
         second = procs.worker()
         for coordinator in coordinators:
             out = procs.finish(coordinator)
@@ -332,9 +191,9 @@ def test_two_crawls_share_one_redis_without_mixing_frontiers(procs: Procs) -> No
             procs.finish(worker, 60)
             assert worker.returncode == 0
         for db, hosts in zip(dbs, (HOSTS[:2], HOSTS[2:])):
-            pages, log = _rows(db)
+            pages, log = crawl_rows(db)
             assert sorted(pages) == sorted(u for u in every if any(f"//{h}:" in u for h in hosts)) and not log
-        assert _redis_keys(procs.redis_url) == []
+        assert redis_keys(procs.redis_url) == []
     finally:
         client.close()
         site.stop()
@@ -362,7 +221,7 @@ def test_robots_disallow_is_honoured_by_every_worker(procs: Procs) -> None:
             procs.finish(worker, 60)
         assert not [r for r in site.log if r.path.startswith("/private/")]
         assert sum(1 for r in site.log if r.path == "/robots.txt") == 2  # one per host, shared by the workers
-        _pages, log = _rows(procs.db)
+        _pages, log = crawl_rows(procs.db)
         assert {url for url, outcome, reason in log if reason == "disallowed by robots.txt"} == blocked
     finally:
         site.stop()

@@ -21,7 +21,7 @@ from jobs.errors import LLMUnavailableError
 from jobs.hosts import HostPool
 from jobs.llm import LLMReplyError, OllamaClient, OllamaSettings
 from jobs.prompt import ANSWER_SCHEMA
-from tests.fake_ollama import Fail, FakeOllama, Huge, Slow, StreamError, Trickle
+from tests.fake_ollama import Fail, FakeOllama, Garbage, Huge, Slow, StreamError, Trickle
 from tests.support.run import (  # noqa: F401 - crawled and db are fixtures, used by name
     ALL, QUESTIONS, crawled, db, job_yaml, lines, quoting_responder, read_jsonl, rows, run_dir, run_job, webqa,
     write_job)
@@ -276,12 +276,41 @@ def test_a_failing_host_is_taken_out_and_the_request_answered_by_another(
     assert len(first.requests_to("/api/chat")) == len(failure) and pool.capacity == 1
 
 
-def test_a_bad_reply_is_not_the_hosts_fault(two_hosts: tuple[FakeOllama, FakeOllama]) -> None:
+def test_a_bad_reply_is_asked_again_elsewhere_and_strikes_its_host(two_hosts: tuple[FakeOllama, FakeOllama]) -> None:
     first, second = two_hosts
-    first.script_chat(Huge(200_000))
-    with pool_of(first, second) as pool, pytest.raises(LLMReplyError, match="reply longer than"):
-        pool.chat_json("Sources: none\nQuestion: When are the tomatoes watered?", ANSWER_SCHEMA)
-    assert pool.lost() == [] and pool.capacity == 2 and second.requests_to("/api/chat") == []
+    first.script_chat(Huge(200_000), Huge(200_000))
+    question = "Sources: none\nQuestion: When are the tomatoes watered?"
+    with pool_of(first, second) as pool:
+        once = pool.chat_json(question, ANSWER_SCHEMA)
+        assert once.host == second.url and pool.lost() == [] and pool.capacity == 2  # one strike: still in
+        twice = pool.chat_json(question, ANSWER_SCHEMA)
+    assert twice.host == second.url
+    ((url, reason),) = pool.lost()
+    assert url == first.url and reason.startswith("2 replies in a row could not be used") and "reply longer than" in reason
+    assert len(first.requests_to("/api/chat")) == 2 and pool.answered() == {first.url: 0, second.url: 2}
+
+
+def test_a_good_reply_clears_a_hosts_strikes(two_hosts: tuple[FakeOllama, FakeOllama]) -> None:
+    first, second = two_hosts
+    first.script_chat(Huge(200_000), {"answer": "Not enough information", "citations": [], "confidence": "low"},
+                      Huge(200_000))
+    question = "Sources: none\nQuestion: When are the tomatoes watered?"
+    with pool_of(first, second) as pool:
+        hosts = [pool.chat_json(question, ANSWER_SCHEMA).host for _ in range(3)]
+    assert hosts == [second.url, first.url, second.url] and pool.lost() == []
+
+
+def test_a_bad_reply_from_every_host_is_the_callers_and_strikes_nobody(two_hosts: tuple[FakeOllama, FakeOllama]) -> None:
+    first, second = two_hosts
+    for fake in two_hosts:
+        fake.script_chat(Huge(200_000), Huge(200_000))
+    question = "Sources: none\nQuestion: When are the tomatoes watered?"
+    with pool_of(first, second) as pool:
+        for _ in range(2):
+            with pytest.raises(LLMReplyError, match="reply longer than") as caught:
+                pool.chat_json(question, ANSWER_SCHEMA)
+            assert caught.value.host in (first.url, second.url)
+    assert pool.lost() == [] and pool.capacity == 2
 
 
 def test_every_host_out_raises_the_no_llm_error(two_hosts: tuple[FakeOllama, FakeOllama]) -> None:
@@ -291,3 +320,68 @@ def test_every_host_out_raises_the_no_llm_error(two_hosts: tuple[FakeOllama, Fak
     with pool_of(first, second) as pool, pytest.raises(LLMUnavailableError, match="every Ollama host was taken out"):
         pool.chat_json("Sources: none\nQuestion: When are the tomatoes watered?", ANSWER_SCHEMA)
     assert [url for url, _ in pool.lost()] == [first.url, second.url]
+
+
+# --------------------------------------------------------------------------------------------
+# A host is judged by its answers: one that answers fast but uselessly is taken out like a dead one
+
+
+BROKEN_REPLIES: dict[str, Any] = {
+    "too long": lambda _body: Huge(200_000),
+    "not JSON": lambda _body: Garbage("Sure! The answer is below, in prose rather than JSON."),
+    "wrong schema": lambda _body: {"result": "port 8731", "sources": "the manual"},
+}
+
+
+@pytest.mark.parametrize("broken_first", [True, False], ids=["broken-first", "broken-last"])
+@pytest.mark.parametrize("kind", [*BROKEN_REPLIES, "wrong model"])
+def test_a_host_whose_replies_cannot_be_used_is_taken_out_and_every_question_answered(
+        tmp_path: Path, db: Path, two_hosts: tuple[FakeOllama, FakeOllama], kind: str, broken_first: bool) -> None:
+    healthy, broken = two_hosts
+    healthy.chunk_delay_s = 0.02  # the broken host is the fast one: free first, it would take every question
+    if kind == "wrong model":
+        broken.reply_model = "tinyllama:1b"
+    else:
+        broken.chat_responder = BROKEN_REPLIES[kind]
+    order = [broken.url, healthy.url] if broken_first else [healthy.url, broken.url]
+    done, logged = quiet_run(tmp_path, hosts_job(tmp_path, f"[{', '.join(order)}]"), db)
+    assert done.returncode == 0 and done.stdout == done.stderr == "", done.stderr
+    summary = summary_of(logged)
+    assert re.fullmatch(rf"Run \d+ done: 5/5 answered \(5 grounded, 0 not enough information\), 0 failed; "
+                        rf"first run of the job; Ollama host lost: {re.escape(broken.url)} \(taken out\)", summary), \
+        summary
+    (notice,) = notices(logged)
+    assert notice.startswith(f"Notice: Ollama host {broken.url} taken out for the rest of the run: 2 replies in a row "
+                             "could not be used"), notice
+    # Each bad reply was asked again of the healthy host; the broken one got its two strikes and at most the one
+    # question it took while the second was being asked again (a non-JSON reply is asked twice on one host).
+    assert len(broken.requests_to("/api/chat")) <= 3 * (2 if kind == "not JSON" else 1)
+    assert len(healthy.requests_to("/api/chat")) == 5
+    results = read_jsonl(run_dir(tmp_path) / "answers.jsonl")
+    assert {r["host"] for r in results} == {healthy.url} and all(r["grounded"] for r in results)
+    report = (run_dir(tmp_path) / "report.md").read_text(encoding="utf-8")
+    assert report.count(f"answerer: llm on {healthy.url}") == 5
+    assert f"{broken.url} answered 0 (taken out during the run)" in report
+
+
+def test_a_reply_no_host_can_give_fails_the_question_naming_its_host(
+        tmp_path: Path, db: Path, two_hosts: tuple[FakeOllama, FakeOllama]) -> None:
+    # Every host loops on every prompt: the prompt's fault, not a host's. Nobody is taken out, each question
+    # is asked of both hosts once and fails with the last reply's reason and host, in every output.
+    for fake in two_hosts:
+        fake.chat_responder = BROKEN_REPLIES["too long"]
+    urls = [fake.url for fake in two_hosts]
+    done = run_job(tmp_path, hosts_job(tmp_path, f"[{', '.join(urls)}]", questions=["port", "steps"]), db, "-q",
+                   host=None)
+
+    assert done.returncode == 3, done.stderr
+    assert "Ollama host lost" not in done.stdout + done.stderr and notices(done.stderr) == []
+    assert [len(fake.requests_to("/api/chat")) for fake in two_hosts] == [2, 2]
+    stored = rows(db, "SELECT question_id, host, error FROM answers WHERE final ORDER BY question_id")
+    assert [r["question_id"] for r in stored] == ["port", "steps"]
+    assert all(r["host"] in urls and r["error"].startswith("reply longer than") for r in stored)
+    results = {r["question_id"]: r for r in read_jsonl(run_dir(tmp_path) / "answers.jsonl")}
+    assert {q: r["host"] for q, r in results.items()} == {r["question_id"]: r["host"] for r in stored}
+    report = (run_dir(tmp_path) / "report.md").read_text(encoding="utf-8")
+    for r in stored:
+        assert f"(Ollama host {r['host']})" in report

@@ -11,6 +11,8 @@ worker finds one), removed by the coordinator when the crawl ends:
 * ``gate.py``: one politeness gate per host for all workers (delay, Crawl-delay, Retry-After, and
   robots.txt fetched once and shared);
 * ``items.py``: items as JSON, handed over to the coordinator together with the lease's release;
+* ``entries.py``: everything read back from Redis parsed, checked and bounded (items, requests with their
+  meta allow-list, the crawl's record and config); a bad entry goes to the dead-letter list;
 * ``worker.py`` and ``coordinator.py``: the two commands.
 
 A crawl on one machine (no ``--redis``) imports none of this, and Redis is an optional dependency

@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from crawler.distributed.items import decode_item, encode_item
+from crawler.distributed.entries import BadEntry, dead_letter, dead_letter_key, describe, parse_crawl, parse_item
+from crawler.distributed.items import encode_item
 from crawler.distributed.queue import (
     DEFAULT_LEASE_SECONDS, REGISTRY, Frontier, JsonSerializer, Keys, RedisLost, connect, crawl_prefix,
     delete_namespace,
 )
 from pipelines.items import ExtractedPage, FetchOutcome
+from pipelines.redact import redact_text, redact_url
 from pipelines.signals import stop_signals
 from crawler.run import CrawlOptions, CrawlPlan, CrawlSummary, allows_private_networks, plan_crawl
 from pipelines.errors import ConfigError, Interrupted, NothingToDoError
@@ -61,9 +63,11 @@ class Writer:
     does not have it yet (one item per URL and crawl run makes that check exact).
     """
 
-    def __init__(self, client: Any, keys: Keys, store: Store, crawl_run_id: int, job_name: str | None) -> None:
+    def __init__(self, client: Any, keys: Keys, store: Store, crawl_run_id: int, job_name: str | None,
+                 max_bytes: int) -> None:
         self.r = client
         self.keys = keys
+        self.max_bytes = max_bytes
         self.store = store
         self.crawl_run_id = crawl_run_id
         self.sink = StorePipeline(None, str(store.path), job_name)  # type: ignore[arg-type]  # only its writes
@@ -91,7 +95,11 @@ class Writer:
         return written
 
     def _apply(self, raw: bytes, *, check: bool) -> None:
-        item = decode_item(raw)
+        try:
+            item = parse_item(raw, self.max_bytes)
+        except BadEntry as exc:
+            self._reject(raw, describe(exc))
+            return
         counts: dict[str, int] | None = self._already_written(item) if check else None
         if counts is None:
             counts = self.sink.write_now(item)
@@ -99,6 +107,19 @@ class Writer:
         pipe.lrem(self.keys.writing, 1, raw)
         for key, value in counts.items():
             pipe.hincrby(self.keys.counts, key, value)
+        pipe.execute()
+
+    def _reject(self, raw: bytes, why: str) -> None:
+        """An item that is not one a worker wrote: recorded as a failed entry (the crawl's verdict is partial:
+        whatever it stood for is not stored), kept in the dead-letter list, and gone from the lists."""
+        key = dead_letter_key(self.keys.prefix)
+        counts = self.sink.write_now(FetchOutcome(f"(an entry of Redis list {self.keys.items})", "failed",
+                                                  f"invalid item in Redis: {why}; kept in {key}"))
+        pipe = self.r.pipeline(transaction=True)
+        dead_letter(self.r, self.keys.prefix, raw, why, self.keys.items, pipe=pipe)
+        pipe.lrem(self.keys.writing, 1, raw)
+        for name, value in counts.items():
+            pipe.hincrby(self.keys.counts, name, value)
         pipe.execute()
 
     def _already_written(self, item: ExtractedPage | FetchOutcome) -> dict[str, int] | None:
@@ -146,10 +167,11 @@ class Coordinator:
         self.options = options
         self.db_path = db_path
         self.redis_url = redis_url
+        self.shown_url = redact_url(redis_url)  # in every message: never the password
         try:
             self.r = connect(redis_url)
         except redis_lib.RedisError as exc:
-            raise ConfigError(f"cannot reach Redis at {redis_url}: {exc}") from None
+            raise ConfigError(f"cannot reach Redis at {self.shown_url}: {redact_text(str(exc))}") from None
         # One namespace per crawl (job and database): two jobs share a Redis without mixing frontiers.
         self.keys = Keys(prefix or crawl_prefix(options.job_name, db_path))
         self.lease_seconds = _env_float("WEBQA_REDIS_LEASE", DEFAULT_LEASE_SECONDS)
@@ -168,7 +190,7 @@ class Coordinator:
         try:
             return self._run()
         except redis_lib.RedisError as exc:
-            raise RedisLost(f"lost Redis at {self.redis_url}: {str(exc).rstrip('.')}; the pages written so far are "
+            raise RedisLost(f"lost Redis at {self.shown_url}: {redact_text(str(exc)).rstrip('.')}; the pages written so far are "
                             "stored, and this command run again when Redis is back carries on from what Redis kept"
                             ) from None
 
@@ -194,8 +216,9 @@ class Coordinator:
                     {"job": self.options.job_name, "db": crawl["db"], "started": time.time()}))
                 self._load_robots_cache()
             else:
-                log.warning("Resuming crawl run %s from Redis %s", crawl["crawl_run_id"], self.redis_url)
-            writer = Writer(self.r, self.keys, store, int(crawl["crawl_run_id"]), crawl.get("job_name"))
+                log.warning("Resuming crawl run %s from Redis %s", crawl["crawl_run_id"], self.shown_url)
+            writer = Writer(self.r, self.keys, store, int(crawl["crawl_run_id"]), crawl.get("job_name"),
+                            self.options.max_bytes)
             writer.resume()
             if crawl["state"] == "seeding":
                 assert prep is not None
@@ -222,7 +245,7 @@ class Coordinator:
         deadline = time.monotonic() + HEARTBEAT_SECONDS + 1
         while self.r.exists(self.keys.coordinator):
             if time.monotonic() > deadline:
-                raise ConfigError(f"another coordinator is running a crawl on {self.redis_url} "
+                raise ConfigError(f"another coordinator is running a crawl on {self.shown_url} "
                                   f"(key {self.keys.coordinator}); wait for it to finish")
             time.sleep(0.2)
         self._beat()
@@ -231,13 +254,12 @@ class Coordinator:
         self.r.set(self.keys.coordinator, os.getpid(), ex=HEARTBEAT_SECONDS)
 
     def _load_crawl(self) -> dict[str, Any] | None:
-        raw = self.r.get(self.keys.crawl)
-        if raw is None:
+        crawl = parse_crawl(self.r.get(self.keys.crawl), self.keys.crawl)
+        if crawl is None:
             return None
-        crawl = json.loads(raw)
         if crawl.get("db") != str(self.db_path.resolve()):
             raise ConfigError(
-                f"Redis {self.redis_url} holds an unfinished crawl into {crawl.get('db')}, not {self.db_path}; "
+                f"Redis {self.shown_url} holds an unfinished crawl into {crawl.get('db')}, not {self.db_path}; "
                 f"finish it with that --db, or remove its keys (redis-cli --scan --pattern '{self.keys.pattern()}' "
                 "| xargs redis-cli del)")
         return crawl
@@ -247,6 +269,7 @@ class Coordinator:
 
     def _seed(self, prep: dict[str, Any]) -> None:
         from crawler.distributed.worker import DistributedUrlsSpider
+        from crawler.spiders.urls import problem_outcome
 
         options = self.options
         spider = DistributedUrlsSpider(
@@ -255,14 +278,16 @@ class Coordinator:
             stored_links=prep["links"], fresh=prep["fresh"], frontier=self.frontier,
         )
         for request in spider.seed_requests():
+            if isinstance(request, FetchOutcome):  # a listed URL not to be requested: its record, as an item
+                self.r.rpush(self.keys.items, encode_item(request))
+                continue
             data = JsonSerializer.dumps(request.to_dict(spider=spider))
             self.frontier.push(request.meta["webqa_id"], data, request.priority, urlsplit(request.url).hostname or "")
         # Invalid URLs are items like any other (as the local spider yields them), queued once.
         if prep["problems"] and self.r.set(self.keys.problems_queued, 1, nx=True):
             pipe = self.r.pipeline(transaction=True)
             for problem in (p for p in prep["problems"] if not p.duplicate):
-                pipe.rpush(self.keys.items, encode_item(
-                    FetchOutcome(url=problem.raw, outcome="skipped", reason=f"{problem.origin}: {problem.reason}")))
+                pipe.rpush(self.keys.items, encode_item(problem_outcome(problem)))
             pipe.execute()
 
     def _wait(self, writer: Writer) -> None:
@@ -292,7 +317,7 @@ class Coordinator:
             if now - last_progress > self.worker_wait:
                 raise NothingToDoError(
                     f"no worker took a request for {self.worker_wait:g} s ({queued} queued); start workers with "
-                    f"`webqa worker --redis {self.redis_url}` and rerun this command to carry on")
+                    f"`webqa worker --redis {self.shown_url}` and rerun this command to carry on")
 
     def _watch_workers(self) -> None:
         """A worker beats every third of the lease; one silent for two thirds of it (two beats missed)
@@ -332,8 +357,8 @@ class Coordinator:
             while time.monotonic() < deadline and (writer.drain() or self.frontier.state()[1]):
                 time.sleep(POLL)
         writer.drain(limit=10**9)
-        counts = {k.decode(): int(v) for k, v in self.r.hgetall(self.keys.counts).items()}
-        reached = {k.decode(): int(v) for k, v in self.r.hgetall(self.keys.reached).items()}
+        counts = _int_map(self.r.hgetall(self.keys.counts), self.keys.counts)
+        reached = _int_map(self.r.hgetall(self.keys.reached), self.keys.reached)
         status = "interrupted" if self.signal_name else "done"
         if counts.get("new") or counts.get("changed") or store.fts_is_stale():
             store.rebuild_fts()
@@ -344,7 +369,7 @@ class Coordinator:
         store.finish_crawl(crawl_run_id, status, counts)
         self._watch_workers()
         dead = sorted(t.decode() for t in self.r.hkeys(self.keys.dead))
-        requeued = int(self.r.hget(self.keys.stats, "requeued") or 0)
+        requeued = _int_map({b"requeued": self.r.hget(self.keys.stats, "requeued") or b"0"}, self.keys.stats)["requeued"]
         self._save_robots_cache()
         # Explicitly, at the end of the crawl (the scheduler keeps everything, SCHEDULER_PERSIST):
         # the workers see the crawl gone and close.
@@ -393,13 +418,28 @@ class Coordinator:
         now = time.time()
         merged = load_cache(self._robots_cache_path(), now, DEFAULT_CACHE_TTL)
         for origin, raw in self.r.hgetall(self.keys.robots).items():
-            result = result_from_cache(json.loads(raw), now, DEFAULT_CACHE_TTL)
+            try:
+                result = result_from_cache(json.loads(raw), now, DEFAULT_CACHE_TTL)
+            except Exception as exc:  # noqa: BLE001 - an entry webqa did not write is not cached for next time
+                log.warning("Not caching robots.txt verdict %r from Redis: %s", origin[:100], describe(exc))
+                continue
             if result is not None:
                 merged[origin.decode()] = result
         try:
             write_cache(self._robots_cache_path(), merged)
         except OSError as exc:
             log.warning("Cannot write robots.txt cache %s: %s", self._robots_cache_path(), exc)
+
+
+def _int_map(raw: dict[bytes, bytes], key: str) -> dict[str, int]:
+    """A Redis hash of counts; an entry that is not a whole number is left out, with one warning."""
+    out: dict[str, int] = {}
+    for name, value in raw.items():
+        try:
+            out[name.decode("utf-8", "replace")] = int(value)
+        except (TypeError, ValueError):
+            log.warning("Ignoring %r in Redis hash %s: not a whole number", name[:60], key)
+    return out
 
 
 def run_distributed(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:

@@ -45,6 +45,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import DeferredLock
 
+from crawler.distributed.entries import describe
 from crawler.distributed.queue import Keys, connect
 from crawler.middlewares.retry_after import RetryAfterMiddleware
 from crawler.middlewares.robots import RobotsPolicyMiddleware, RobotsResult, cache_entry, origin_of, result_from_cache
@@ -305,6 +306,9 @@ class SharedFailure(IgnoreRequest):
     outcome = "failed"
 
 
+#: A shared robots.txt verdict holds the file's rules (at most MAX_ROBOTS_BYTES) and a little more.
+MAX_ROBOTS_ENTRY_BYTES = 2 * 1024 * 1024
+
 #: How long one worker may hold an origin's robots.txt fetch before others fetch it themselves.
 ROBOTS_LOCK_SECONDS = 120.0
 
@@ -355,7 +359,16 @@ class SharedRobotsMiddleware(RobotsPolicyMiddleware):
         raw = self.gate.r.hget(self.gate.keys.robots, origin)
         if raw is None:
             return None
-        entry = json.loads(raw)
+        try:
+            entry = json.loads(raw) if len(raw) <= MAX_ROBOTS_ENTRY_BYTES else None
+            if not isinstance(entry, dict):
+                raise ValueError("not a JSON object of a size webqa writes")
+            return self._from_entry(entry)
+        except Exception as exc:  # noqa: BLE001 - not what a worker wrote: fetch robots.txt here instead
+            log.warning("Ignoring the shared robots.txt verdict for %s in Redis: %s", origin, describe(exc))
+            return None
+
+    def _from_entry(self, entry: dict[str, Any]) -> RobotsResult | None:
         if entry.get("verdict") == "unreachable":
             failed_as = entry.get("failed_as")
             return RobotsResult("unreachable", str(entry.get("detail")), fetched_at=float(entry.get("fetched_at") or 0),

@@ -1,4 +1,6 @@
-"""Items on their way from a worker to the coordinator's single DuckDB writer, as JSON in Redis."""
+"""Items on their way from a worker to the coordinator's single DuckDB writer, as JSON in Redis.
+
+The coordinator reads them back through ``entries.parse_item``, which trusts nothing it finds there."""
 
 from __future__ import annotations
 
@@ -6,7 +8,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-from datetime import datetime
 from typing import Any
 
 import redis
@@ -14,8 +15,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy_redis.pipelines import RedisPipeline
 
-from pipelines.items import ExtractedPage, FetchedPage, FetchOutcome
-from pipelines.chunk import Chunk
+from pipelines.items import ExtractedPage, FetchOutcome
 
 log = logging.getLogger(__name__)
 
@@ -29,17 +29,6 @@ def encode_item(item: ExtractedPage | FetchOutcome) -> bytes:
     else:
         payload = {"kind": "outcome", **dataclasses.asdict(item)}
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def decode_item(data: bytes) -> ExtractedPage | FetchOutcome:
-    payload = json.loads(data)
-    kind = payload.pop("kind")
-    if kind == "outcome":
-        return FetchOutcome(**payload)
-    page = payload.pop("page")
-    page["fetched_at"] = datetime.fromisoformat(page["fetched_at"])
-    chunks = [Chunk(**{**c, "heading_path": tuple(c["heading_path"])}) for c in payload.pop("chunks")]
-    return ExtractedPage(page=FetchedPage(**page), chunks=chunks, **payload)
 
 
 def item_url(item: ExtractedPage | FetchOutcome) -> str:
@@ -66,8 +55,13 @@ class LeaseItemPipeline(RedisPipeline):
         frontier = self.crawler.spider.frontier  # type: ignore[union-attr]
         data = encode_item(item)
         # A large page takes a few ms to send: off the reactor thread, which times the gate's grants.
+        # A record of a URL never leased (a link too long to request) has no lease to end: it is only handed over.
+        def push(_url: str, payload: bytes) -> None:
+            frontier.r.rpush(frontier.keys.items, payload)
+
+        hand_over = frontier.ack if item_url(item) in frontier.held else push
         try:
-            await asyncio.get_running_loop().run_in_executor(None, frontier.ack, item_url(item), data)
+            await asyncio.get_running_loop().run_in_executor(None, hand_over, item_url(item), data)
         except redis.RedisError as exc:  # the lease expires and another worker fetches the URL again
             log.warning("Cannot hand the item for %s to Redis: %s", item_url(item), exc)
         return item

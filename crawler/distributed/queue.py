@@ -31,8 +31,12 @@ from urllib.parse import urlsplit
 import redis
 from scrapy_redis.queue import Base
 
-from pipelines.errors import ExitCode, WebqaError
+from scrapy.utils.request import request_from_dict
 from scrapy_redis.scheduler import Scheduler
+
+from crawler.distributed.entries import checked_request, dead_letter, dead_letter_key, describe
+from pipelines.errors import ExitCode, WebqaError
+from pipelines.redact import inert
 
 log = logging.getLogger(__name__)
 
@@ -342,11 +346,26 @@ class LeasedQueue(Base):
             return None
         request_id_, data = found
         try:
-            return self._decode_request(data)
-        except Exception:  # noqa: BLE001 - a bad entry must not stop the worker; its lease expires and it is logged
-            log.exception("Cannot decode queued request %s; leaving it to expire", request_id_)
-            self.frontier.held.discard(request_id_)
+            return request_from_dict(checked_request(data, self.serializer.loads), spider=self.spider)
+        except Exception as exc:  # noqa: BLE001 - a bad entry must not stop the worker, nor come back
+            self._reject(request_id_, data, describe(exc))
             return None
+
+    def _reject(self, request_id_: str, data: bytes, why: str) -> None:
+        """A queued request that is not one webqa wrote: its URL fails with the reason (the lease ends with
+        that record, so it is never handed out again) and the entry goes to the dead-letter list."""
+        from crawler.distributed.items import encode_item
+        from pipelines.items import FetchOutcome
+
+        key = dead_letter_key(self.frontier.keys.prefix)
+        shown = inert(request_id_[:500], one_line=True)
+        try:
+            dead_letter(self.server, self.frontier.keys.prefix, data, why, self.frontier.keys.queue)
+            self.frontier.ack(request_id_, encode_item(FetchOutcome(
+                shown, "failed", f"invalid request in the Redis queue: {why}; kept in {key}")))
+        except redis.RedisError as exc:  # the lease expires and the next worker meets the entry again
+            log.warning("Cannot set aside the invalid queued request %s: %s", shown, exc)
+            self.frontier.held.discard(request_id_)
 
     def clear(self) -> None:
         """Never from a worker: the coordinator removes the crawl's keys when the crawl is over."""

@@ -10,7 +10,6 @@ the queue, because another worker's page may still lead to new links.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -23,10 +22,13 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
 
+from crawler.distributed.entries import RedisEntryError, parse_config, parse_crawl
+from pipelines.redact import redact_text, redact_url
 from crawler.distributed.queue import (
     DEFAULT_LEASE_SECONDS, REGISTRY, Admission, Frontier, Keys, RedisLost, connect,
 )
 from crawler.spiders.urls import UrlsSpider
+from pipelines.items import FetchOutcome
 from pipelines.errors import ConfigError, NothingToDoError, WebqaError
 
 log = logging.getLogger(__name__)
@@ -85,8 +87,14 @@ class DistributedUrlsSpider(UrlsSpider):
         return
         yield  # noqa: unreachable - makes this an async generator
 
-    def _schedule(self, url: str, depth: int) -> Iterator[scrapy.Request]:
+    def _schedule(self, url: str, depth: int) -> Iterator[scrapy.Request | FetchOutcome]:
         assert self.frontier is not None
+        if self._too_long(url):
+            if self.frontier.admit(url, depth, fresh=False, max_pages=0) != Admission.SEEN:
+                self._count("failed/url_too_long")
+                yield FetchOutcome(url, "failed", f"URL longer than {self.max_url_length} characters ({len(url)}); "
+                                                  "not requested (WEBQA_MAX_URL_LENGTH)")
+            return
         verdict = self.frontier.admit(url, depth, fresh=url in self.fresh, max_pages=self.shared_max_pages)
         if verdict == Admission.SEEN:
             return
@@ -143,7 +151,8 @@ class DistributedUrlsSpider(UrlsSpider):
             log.warning("Cannot renew leases in Redis (for %.0f s): %s", silent, exc)
             if silent >= self.frontier.lease_ms / 1000 and self.redis_lost is None:
                 # Every lease this worker held has expired and gone back to the queue: stop, and say so.
-                self.redis_lost = f"lost Redis for {silent:.0f} s, longer than a lease: {str(exc).rstrip('.')}"
+                self.redis_lost = (f"lost Redis for {silent:.0f} s, longer than a lease: "
+                                   f"{redact_text(str(exc)).rstrip('.')}")
                 self._stop("redis_lost")
 
     def _stop(self, reason: str) -> None:
@@ -165,9 +174,13 @@ class DistributedUrlsSpider(UrlsSpider):
         except Exception as exc:  # noqa: BLE001 - Redis unreachable: keep trying, the leases say who is alive
             log.warning("Cannot ask Redis whether the crawl is over: %s", exc)
             return False
-        if meta is None:
+        try:
+            crawl = parse_crawl(meta, self.keys.crawl)
+        except RedisEntryError as exc:  # not the crawl this worker joined any more
+            log.warning("%s", exc)
             return True
-        crawl = json.loads(meta)
+        if crawl is None:
+            return True
         return crawl.get("id") != self.crawl_id or crawl.get("state") in ("done", "stopped")
 
     def _closed(self) -> None:
@@ -211,7 +224,7 @@ def worker_settings(config: dict[str, Any], redis_url: str, prefix: str, *, extr
     hosts = {h: HostPolicy(p.get("delay"), p.get("concurrency")) for h, p in config["hosts"].items()}
     options = CrawlOptions(
         delay=config["delay"], hosts=hosts, contact=config.get("contact"), obey_robots=config["obey_robots"],
-        max_crawl_delay=config["max_crawl_delay"], allow_private_networks=config["allow_private_networks"],
+        max_crawl_delay=config["max_crawl_delay"], allow_private_networks=_private_networks(config),
         timeout=config["timeout"], max_bytes=config["max_bytes"], extract_workers=extract_workers, verbose=verbose,
     )
     validators = {url: tuple(v) for url, v in config.get("validators", {}).items()}
@@ -257,6 +270,23 @@ def worker_settings(config: dict[str, Any], redis_url: str, prefix: str, *, extr
     return settings
 
 
+def _private_networks(config: dict[str, Any]) -> bool:
+    """The crawl's SSRF switch, honoured only when this worker's own environment agrees: Redis may be
+    written by others than the operator, and the switch would open the worker's networks to them."""
+    from crawler.middlewares.ssrf import env_allows_private_networks
+
+    if not config["allow_private_networks"]:
+        return False
+    try:
+        allowed = env_allows_private_networks()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if not allowed:
+        log.warning("The crawl allows private networks, but this worker keeps the SSRF guard on: set "
+                    "WEBQA_ALLOW_PRIVATE_NETWORKS=1 where the worker runs to crawl them (SECURITY.md, Redis)")
+    return allowed
+
+
 @dataclass
 class WorkerSummary:
     crawl_id: str
@@ -273,15 +303,11 @@ def _join(client: Any, prefix: str | None) -> tuple[str, dict[str, Any], dict[st
     found = []
     for candidate in prefixes:
         keys = Keys(candidate)
-        meta = client.get(keys.crawl)
-        if meta is None:
+        crawl = parse_crawl(client.get(keys.crawl), keys.crawl)
+        if crawl is None or crawl.get("state") != "running":
             continue
-        crawl = json.loads(meta)
-        if crawl.get("state") != "running":
-            continue
-        config = json.loads(client.get(keys.config) or b"null")
-        if config is not None:
-            found.append((int(client.hlen(keys.workers)), candidate, crawl, config))
+        config = parse_config(client.get(keys.config), keys.config)
+        found.append((int(client.hlen(keys.workers)), candidate, crawl, config))
     if not found:
         return None
     _workers, chosen, crawl, config = min(found, key=lambda f: (f[0], f[1]))
@@ -292,20 +318,21 @@ def wait_for_crawl(redis_url: str, prefix: str | None, wait: float) -> tuple[str
     """The prefix, crawl and config of a published crawl, waiting up to ``wait`` seconds for one."""
     import redis as redis_lib
 
+    shown = redact_url(redis_url)  # in every message: never the password
     try:
         client = connect(redis_url)
     except redis_lib.RedisError as exc:
-        raise ConfigError(f"cannot reach Redis at {redis_url}: {exc}") from None
+        raise ConfigError(f"cannot reach Redis at {shown}: {redact_text(str(exc))}") from None
     deadline = time.monotonic() + wait
     while True:
         try:
             joined = _join(client, prefix)
         except redis_lib.RedisError as exc:
-            raise RedisLost(f"cannot read the published crawls from Redis at {redis_url}: {exc}") from None
+            raise RedisLost(f"cannot read the published crawls from Redis at {shown}: {redact_text(str(exc))}") from None
         if joined is not None:
             return joined
         if time.monotonic() >= deadline:
-            raise NothingToDoError(f"no crawl to join on {redis_url} within {wait:g} s; "
+            raise NothingToDoError(f"no crawl to join on {shown} within {wait:g} s; "
                                    "start one with `webqa crawl --redis URL ...` (or wait longer: --wait)")
         time.sleep(0.2)
 

@@ -45,7 +45,9 @@ from crawler.middlewares.internal_error import guarded
 from crawler.middlewares.ssrf import GuardedResolver, blocked_reason_for_host
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
 from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
+from pipelines.defaults import MAX_URL_LENGTH
 from pipelines.items import FetchedPage, FetchOutcome
+from pipelines.redact import inert, redact_text, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +110,7 @@ class UrlsSpider(scrapy.Spider):
         # URLs fetched or confirmed within crawl.recrawl_after: not requested, but reached all the same.
         self.fresh = frozenset(fresh)
         self.scheduled = 0
+        self.max_url_length = MAX_URL_LENGTH
         self.seen: set[str] = set()
         # url → link depth of every URL this crawl reached (requested or fresh): the job's pages.
         self.reached: dict[str, int] = {}
@@ -117,6 +120,7 @@ class UrlsSpider(scrapy.Spider):
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> UrlsSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
+        spider.max_url_length = crawler.settings.getint("WEBQA_MAX_URL_LENGTH", spider.max_url_length)
         crawler.signals.connect(spider._response_started, signal=signals.headers_received)
         return spider
 
@@ -144,14 +148,17 @@ class UrlsSpider(scrapy.Spider):
             if problem.duplicate:
                 continue  # the first listing is the URL: fetched, counted and recorded once
             self._count("skipped/invalid_url")
-            yield FetchOutcome(url=problem.raw, outcome="skipped", reason=f"{problem.origin}: {problem.reason}")
+            yield problem_outcome(problem)
         # Fresh listed URLs last: the links they lead to must not take max_pages from listed URLs.
         for listed in sorted(self.listed, key=lambda entry: entry.url in self.fresh):
             for request in self._schedule(listed.url, depth=0):
                 yield request
 
-    def _schedule(self, url: str, depth: int) -> Iterator[scrapy.Request]:
+    def _schedule(self, url: str, depth: int) -> Iterator[scrapy.Request | FetchOutcome]:
         """The request for ``url``; for a fresh URL, none, but the requests its stored links lead to."""
+        if self._too_long(url):
+            yield from self._record_too_long(url, depth)
+            return
         if url in self.fresh and url not in self.seen:
             self.seen.add(url)
             self.reached[url] = depth
@@ -162,6 +169,19 @@ class UrlsSpider(scrapy.Spider):
         request = self._request(url, depth)
         if request is not None:
             yield request
+
+    def _too_long(self, url: str) -> bool:
+        return bool(self.max_url_length) and len(url) > self.max_url_length
+
+    def _record_too_long(self, url: str, depth: int) -> Iterator[FetchOutcome]:
+        """A URL too long to request is failed, once, with the reason (Scrapy would drop it with a log line)."""
+        if url in self.seen:
+            return
+        self.seen.add(url)
+        self.reached[url] = depth
+        self._count("failed/url_too_long")
+        yield FetchOutcome(url, "failed", f"URL longer than {self.max_url_length} characters ({len(url)}); "
+                                          "not requested (WEBQA_MAX_URL_LENGTH)")
 
     def _request(self, url: str, depth: int) -> scrapy.Request | None:
         if url in self.seen:
@@ -231,7 +251,7 @@ class UrlsSpider(scrapy.Spider):
         links = self._page_links(response)
         yield FetchedPage(
             url=listed_url,
-            final_url=response.url,
+            final_url=redact_url(response.url),  # a redirect may have added credentials
             status=response.status,
             content_type=content_type,
             etag=_header(response, "ETag"),
@@ -346,6 +366,12 @@ class UrlsSpider(scrapy.Spider):
             self.crawler.stats.inc_value(f"webqa/{key}")
 
 
+def problem_outcome(problem: UrlProblem) -> FetchOutcome:
+    """The record of a rejected list entry: where it is and why, never its content (a URL file's line may be
+    ``root:$6$…`` or ``password=…``, and fetch_log is read by more people than the file)."""
+    return FetchOutcome(url=problem.origin, outcome="skipped", reason=problem.reason.split(" (", 1)[0])
+
+
 _TEXT_CONTROLS = {9, 10, 12, 13, 27}  # tab, newline, form feed, carriage return, escape (ANSI in <pre>)
 
 
@@ -370,8 +396,15 @@ def describe_failure(failure: Failure, max_redirects: int | None = None,
     """Map a download failure to ``(outcome, reason)`` in words a user can act on.
 
     ``resolver`` is the SSRF guard's (default: the one installed in the reactor), asked why a host it
-    refused at connect time failed as a DNS lookup.
+    refused at connect time failed as a DNS lookup. The reason quotes what servers sent (a redirect's
+    Location): shown without URL credentials and control characters, on one line.
     """
+    outcome, reason = _describe_failure(failure, max_redirects, resolver)
+    return outcome, inert(redact_text(reason), one_line=True)
+
+
+def _describe_failure(failure: Failure, max_redirects: int | None,
+                      resolver: GuardedResolver | None) -> tuple[str, str]:
     exc = failure.value
     # Our own middlewares say which outcome their refusals are: the SSRF guard's "blocked: …" is a
     # policy skip like robots.txt, a Retry-After beyond the limit a failure.

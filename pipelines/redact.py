@@ -1,0 +1,68 @@
+"""Credentials out of everything webqa shows or stores, and text from outside made inert for a terminal.
+
+Two pure helpers every layer uses at its edges (messages, log lines, reports, database columns):
+
+* :func:`redact_url` / :func:`redact_text`: the userinfo of a URL (``redis://:PASSWORD@host``,
+  ``http://user:token@proxy``) becomes ``***``; the rest of the URL stays, so the message still says
+  which server. Cron mails stderr and log files travel: a password must never be in them.
+* :func:`inert`: control characters (ANSI/OSC escape sequences, carriage returns, bidi overrides) of
+  text that came from pages, LLM replies or URLs, escaped as ``\\x1b`` so a terminal shows them instead
+  of obeying them (clearing the screen, retitling the window, hiding a hyperlink).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["REDACTED", "inert", "redact_text", "redact_url"]
+
+REDACTED = "***"
+
+# scheme://userinfo@ anywhere in a text; userinfo stops at the first "/", "?", "#", "@" or space. Or, without
+# a scheme, user:password@ where a URL's authority was quoted alone ("invalid hostname: user:pw@host").
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)([^\s/?#@\"'<>]*)@"
+                       r"|(?<![\w.:/@-])()([^\s/?#@:\"'<>]+:[^\s/?#@\"'<>]+)@(?=[\w\[])")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its userinfo (user and password) replaced by ``***``; other URLs unchanged."""
+    return _USERINFO.sub(_hide, url)
+
+
+def redact_text(text: str) -> str:
+    """Every ``scheme://user:password@`` in ``text`` with its userinfo replaced by ``***``."""
+    if "@" not in text:  # the common case: nothing to look for
+        return text
+    return _USERINFO.sub(_hide, text)
+
+
+def _hide(match: re.Match[str]) -> str:
+    if match.group(1) is not None:
+        return f"{match.group(1)}{REDACTED}@" if match.group(2) else match.group(0)
+    return f"{REDACTED}@"
+
+
+# C0 and C1 controls and DEL, except tab and newline; plus the invisible format characters that reorder
+# or hide text (bidi overrides and isolates, zero-width joiners are harmless but these are not).
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROLS = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")
+_CONTROLS_ONE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}]")
+
+
+def inert(text: str, *, one_line: bool = False) -> str:
+    """``text`` with control characters escaped (``\\x1b``, ``\\u202e``): shown, never obeyed.
+
+    Tabs and newlines are kept unless ``one_line`` (then they are escaped too, so a value cannot
+    start a line of its own in a log or a summary). Printable text, every script included, is untouched.
+    """
+    pattern = _CONTROLS_ONE_LINE if one_line else _CONTROLS
+    if not pattern.search(text):
+        return text
+    return pattern.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}"
