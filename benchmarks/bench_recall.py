@@ -70,11 +70,14 @@ class DevsetKind:
 
 
 POSTGRESQL_CORPUS = common.REPO / "build" / "corpus-postgresql" / "usr/share/doc/postgresql-doc-15/html"
+GIT_CORPUS = common.REPO / "build" / "corpus-git" / "usr/share/doc/git-doc"
 DEVSETS = {
     "python": DevsetKind(QUESTIONS, URLS, common.CORPUS, DEVSET_DB, "recall", "scripts/install-corpus.sh"),
     "postgresql": DevsetKind(DEVSET / "postgresql" / "questions.yaml", DEVSET / "postgresql" / "urls.txt",
                              POSTGRESQL_CORPUS, common.RESULTS / "devset-postgresql.duckdb", "recall-postgresql",
                              "scripts/install-corpus-postgresql.sh"),
+    "git": DevsetKind(DEVSET / "git" / "questions.yaml", DEVSET / "git" / "urls.txt", GIT_CORPUS,
+                      common.RESULTS / "devset-git.duckdb", "recall-git", "scripts/install-corpus-git.sh"),
 }
 
 
@@ -578,7 +581,9 @@ def headline(funnels: Sequence[Any], methods: Sequence[str]) -> dict[str, dict[s
                 "para_answer_in_prompt": para_summary[m]["answer_in_prompt"] if para else None,
                 "evidence_tokens_median": whole[m]["evidence_tokens_median"],
                 "evidence_tokens_mean": whole[m]["evidence_tokens_mean"],
-                "sources_median": whole[m]["sources_median"], "lost_at_packing": whole[m]["lost_at_packing"]}
+                "sources_median": whole[m]["sources_median"], "lost_at_packing": whole[m]["lost_at_packing"],
+                "answer_in_top_40": whole[m]["answer_in_top_40"], "prompt_losses": whole[m]["prompt_losses"],
+                "para_prompt_losses": para_summary[m]["prompt_losses"] if para else None}
             for m in methods
         }
     return out
@@ -642,8 +647,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "recall-DBNAME with --db) so experiments do not replace the baseline")
     parser.add_argument("--quiet-table", action="store_true", help="do not print the per-question funnel table")
     parser.add_argument("--devset", choices=sorted(DEVSETS), default="python",
-                        help="development corpus: python (the Python 3.11 manual, default) or postgresql "
-                             "(the PostgreSQL 15 manual, benchmarks/devset/postgresql/)")
+                        help="development corpus: python (the Python 3.11 manual, default), postgresql "
+                             "(the PostgreSQL 15 manual, benchmarks/devset/postgresql/) or git (Git's manual, "
+                             "asciidoc, benchmarks/devset/git/)")
     parser.add_argument("--budget", type=int, default=None,
                         help="token budget for answer-in-prompt (default: the product's selection.token_budget)")
     parser.add_argument("--pack-top-k", type=int, default=None,
@@ -834,6 +840,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{_fmt(h['para_answer_in_prompt']):>14} {_fmt(h['evidence_tokens_median']):>7} "
                       f"{_fmt(h['sources_median']):>7}")
 
+        print()
+        print("Where answers are lost before the first prompt (answerable questions; paraphrased in brackets):")
+        for name in ("check", "tune"):
+            for m in methods:
+                h = halves[name][m]
+                para = h["para_prompt_losses"] or {}
+                print(f"  {name:<6} {m:<8} top 40 {h['answer_in_top_40']:.3f}, in prompt {h['answer_in_prompt']:.3f}; "
+                      + ", ".join(f"{k} {v} [{para.get(k, 0)}]" for k, v in h["prompt_losses"].items()))
+
         if args.sweep:
             sweep: dict[str, Any] = {}
             print()
@@ -948,7 +963,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             {"id": f.question.id, "url": f.question.url, "in_html": f.in_html, "in_text": f.in_text,
              "answer_chunks": len(f.answer_chunks), "ranks": f.ranks, "best_scores": f.best_scores,
              "half": half(f.question.id), "in_prompt": f.in_prompt, "in_prompt_wider": f.in_prompt_wider,
-             "evidence_tokens": f.prompt_tokens,
+             "evidence_tokens": f.prompt_tokens, "packing_ranks": f.packing_ranks, "cut_ranks": f.cut_ranks,
+             "prompt_loss": {m: f.prompt_loss(m) for m in methods} if f.answerable else None,
              "lost_at": {m: f.lost_at(m) for m in methods} if f.answerable else None, "notices": f.notices}
             for f in funnels
         ],

@@ -1,6 +1,6 @@
 """Check the development sets against the manuals' own pages, without crawling or ranking anything.
 
-For each set (``--devset python|postgresql|all``):
+For each set (``--devset python|postgresql|git|all``):
 
 1. every ``expect`` phrase occurs verbatim (case- and whitespace-insensitively) in the text of its page
    (``bench_recall.check_devset``; also ids, counts, urls.txt);

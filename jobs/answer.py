@@ -21,6 +21,7 @@ from jobs.llm import LLMReplyError, OllamaClient
 from jobs.prompt import (ANSWER_SCHEMA, NOT_ENOUGH_INFORMATION, PROMPT_VERSION, SOURCE_SEPARATOR, Source, build_prompt,
                          prompt_order, source_block)
 from jobs.rerank import Reranker, RerankSettings, RerankTrail
+from jobs.second_stage import SecondStage, StageSettings
 from jobs.select import Candidate, Packed, Selection, Selector, pack
 from jobs.validate import Validation, coerce_answer, validate_answer
 from pipelines import defaults
@@ -54,6 +55,9 @@ class AskSettings:
     merge_pages: bool = False
     # Opt-in listwise rerank of the top candidates by the answering model (jobs/rerank.py); None: off.
     rerank: RerankSettings | None = None
+    # The second stage: windows of the top candidates scored, passages cut, maybe reordered
+    # (jobs/second_stage.py); None: whole chunks in the first stage's order.
+    stage: StageSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,8 @@ class QuestionAnswerer:
         self.answerer = settings.answerer
         self.fallback_notice: str | None = None
         self.reranker = Reranker(llm, settings.rerank, model=settings.model) if settings.rerank else None
+        self.stage = SecondStage(selector, settings.stage) if settings.stage else None
+        self._stage_notice_given = False
 
     def switch_to_extractive(self, reason: str) -> None:
         self.answerer = "extractive"
@@ -132,6 +138,15 @@ class QuestionAnswerer:
         # Packing must count what the prompt really carries (fence, url, section), not the bare text.
         selection.candidates = prompt_costed(selection.candidates)
         outcome = Outcome(spec, selection, notice=selection.notice)
+        if self.stage is not None:
+            with self.db_lock:
+                staged, outcome.rerank = self.stage.apply(
+                    spec.question, selection.candidates, embeddings=selection.method_used in ("embedding", "hybrid"))
+                if self.stage.notice and not self._stage_notice_given:
+                    # Said once per run (the first question that met it); every answer records its trail.
+                    self._stage_notice_given = True
+                    outcome.notice = "; ".join(n for n in (outcome.notice, self.stage.notice) if n)
+            selection.candidates = prompt_costed(staged)
         if self.reranker is not None:
             # The hook where the ranking goes to packing: the model may reorder the top candidates.
             llm_used = self.answerer == "llm" and not self.settings.dry_run
@@ -280,7 +295,14 @@ class Unit:
 
     @property
     def text(self) -> str:
-        return merged_text(self.chunks, self.heading)
+        text = merged_text(self.chunks, self.heading)
+        first, last = self.chunks[0].span, self.chunks[-1].span
+        # A passage cut from its chunk says so, as a gap between pieces does.
+        if first is not None and first[0] > 0:
+            text = f"{GAP_MARK} {text}"
+        if last is not None and last[1] < last[2]:
+            text = f"{text} {GAP_MARK}"
+        return text
 
 
 def page_units(sent: Sequence[Candidate], *, merge: bool = True) -> list[Unit]:
@@ -320,7 +342,9 @@ def merged_text(chunks: Sequence[Candidate], heading: str) -> str:
     for chunk in chunks:
         text = chunk.text
         if previous is not None:
-            adjacent = chunk.ordinal == previous.ordinal + 1
+            # Passages (a part of their chunk) are next to each other only when nothing lies between them.
+            adjacent = (chunk.ordinal == previous.ordinal + 1 and (previous.span is None or previous.span[1] >= previous.span[2])
+                        and (chunk.span is None or chunk.span[0] == 0))
             if adjacent and chunk.heading == previous.heading:
                 text = text[_overlap_length(previous.text, text):].lstrip()
             elif not adjacent:
@@ -374,7 +398,7 @@ def prompt_costed(candidates: Sequence[Candidate]) -> list[Candidate]:
     """
     widest = max(len(candidates), 1)
     return [
-        replace(c, tokens=estimate_tokens(source_block(Source(widest, c.chunk_id, c.url, c.heading, c.text))
+        replace(c, tokens=estimate_tokens(source_block(Source(widest, c.chunk_id, c.url, c.heading, Unit((c,)).text))
                                           + SOURCE_SEPARATOR))
         for c in candidates
     ]
@@ -436,9 +460,20 @@ def selection_rows(selection: Selection, packed: Packed, sources: Sequence[Sourc
             **candidate_dict(candidate),
             "sent": is_sent,
             "source_number": source_number if is_sent else None,
-            "reason": reason if is_sent else reasons.get(candidate.chunk_id, "not packed"),
+            "reason": (reason if is_sent else reasons.get(candidate.chunk_id, "not packed")) + stage_note(candidate, is_sent),
         })
     return rows
+
+
+def stage_note(candidate: Candidate, sent: bool) -> str:
+    """What the second stage did to a candidate, for its selection row: its score, and the passage sent."""
+    if candidate.stage_score is None:
+        return ""
+    note = f"; second stage {candidate.stage_score:.4f}"
+    if candidate.span is not None:
+        start, end, length = candidate.span
+        note += f"; {'sent' if sent else 'would be sent'} as a passage: characters {start}-{end} of {length}"
+    return note
 
 
 def candidate_dict(candidate: Candidate) -> dict[str, Any]:
@@ -447,6 +482,7 @@ def candidate_dict(candidate: Candidate) -> dict[str, Any]:
         "rank": candidate.rank, "score": candidate.score, "keyword_score": candidate.keyword_score,
         "bm25_score": candidate.bm25_score, "embedding_score": candidate.embedding_score,
         "matched_terms": list(candidate.matched), "tokens": candidate.tokens,
+        "stage_score": candidate.stage_score, "passage": list(candidate.span) if candidate.span else None,
     }
 
 

@@ -550,6 +550,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     from jobs.config import load_job
     from jobs.evaluate import EvalQuestion, Packing, evaluate, render_table, summarise
     from jobs.llm import connect
+    from jobs.second_stage import job_stage
     from jobs.runner import ollama_settings
     from jobs.session import open_session
 
@@ -574,7 +575,8 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
             questions = [q if q.urls else dataclasses.replace(q, urls=scope) for q in questions]
         packing = Packing(top_k=max(1, args.pack_top_k or job.selection.top_k),
                           token_budget=max(1, args.budget or job.selection.token_budget))
-        funnels = evaluate(session.selector, session.store, questions, methods, packing)
+        stage = job_stage(session.selector, job)
+        funnels = evaluate(session.selector, session.store, questions, methods, packing, stage=stage)
     summary = summarise(funnels, methods, k=max(1, args.top_k))
     if args.json:
         print(json.dumps({
@@ -585,7 +587,9 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
                            "answer_chunks": f.answer_chunks, "ranks": f.ranks, "best_scores": f.best_scores,
                            "best_similarity": f.best_similarity, "in_prompt": f.in_prompt,
                            "in_prompt_wider": f.in_prompt_wider, "evidence_tokens": f.prompt_tokens,
-                           "lost_at": {m: f.lost_at(m, max(1, args.top_k)) for m in methods}} for f in funnels],
+                           "lost_at": {m: f.lost_at(m, max(1, args.top_k)) for m in methods},
+                           "packing_ranks": f.packing_ranks, "cut_ranks": f.cut_ranks,
+                           "prompt_loss": {m: f.prompt_loss(m) for m in methods}} for f in funnels],
         }, indent=2))
     else:
         show(render_table(funnels, summary, methods))

@@ -373,7 +373,7 @@ class Question(_Model):
 
 
 class RerankConfig(_Model):
-    """Opt-in listwise rerank of the top candidates by the job's own model (jobs/rerank.py)."""
+    """Opt-in listwise rerank of the top candidates by the job's own chat model (jobs/rerank.py)."""
 
     candidates: int = Field(
         20, ge=2, le=50, description="How many of the best candidates the model orders (one call per question)."
@@ -382,6 +382,35 @@ class RerankConfig(_Model):
         600, ge=100, le=4000, description="Longest excerpt of each candidate shown to the model, in characters."
     )
     timeout: PosFloat = Field(60.0, description="Seconds the rerank call may take; then the selection order is kept.")
+
+
+class SecondStageConfig(_Model):
+    """The top candidates scored again by their best sentence window (jobs/second_stage.py)."""
+
+    embedding_model: NonEmptyStr | None = Field(
+        None, description="The Ollama embedding model that scores the windows: null, the job's embedding_model "
+        "(its cached vectors of the windows are reused); or a second model on the same Ollama (task prefixes by "
+        "name, as for embedding_model).",
+    )
+    candidates: int = Field(defaults.SECOND_STAGE_CANDIDATES, ge=2, le=50,
+                            description="How many of the best candidates are scored again.")
+    weight: float = Field(
+        defaults.SECOND_STAGE_WEIGHT, ge=0, le=1, description="The share of the window score in the new order (the rest is the first "
+        "selection's score; both scaled within the candidates); 0 keeps the order.",
+    )
+
+
+class PassagesConfig(_Model):
+    """Send the best part of each top candidate instead of the whole chunk (jobs/second_stage.py)."""
+
+    words: int = Field(
+        defaults.PASSAGE_WORDS, ge=30, le=1000, description="Most words of a passage: the best-scoring sentence window of the chunk, "
+        "grown by neighbouring sentences.",
+    )
+    candidates: int = Field(
+        defaults.SECOND_STAGE_CANDIDATES, ge=1, le=50,
+        description="How many of the best candidates are cut to passages (the rest are sent whole).",
+    )
 
 
 class SelectionConfig(_Model):
@@ -411,8 +440,17 @@ class SelectionConfig(_Model):
         "embedding model's own (nomic-embed-text: 'search_document: '), '' for none. Changing it re-embeds.",
     )
     rerank: RerankConfig | None = Field(
-        None, description="Off unless set: the answering model reorders the top candidates before packing "
-        "(one more LLM call per question; unmeasured, see README). {} takes the defaults.",
+        None, description="Off unless set: the answering model reorders the top candidates before packing (one "
+        "more LLM call per question; BENCHMARKS.md, 'Selection, round 3'). {} takes the defaults.",
+    )
+    second_stage: SecondStageConfig | None = Field(
+        None, description="Off unless set: the top candidates are scored again by their best sentence window "
+        "against the question (the job's embedding model, or a second one) and reordered. {} takes the defaults.",
+    )
+    passages: PassagesConfig | None = Field(
+        None, description="Off unless set: each top candidate is sent as its best passage (a sentence window "
+        "scored by the embedding model, or by the question's words under bm25) instead of the whole chunk, so "
+        "more candidates fit the token budget. {} takes the defaults.",
     )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from jobs.answer import AskSettings, packed_sources, prompt_costed
 from jobs.prompt import SOURCE_SEPARATOR, source_block
+from jobs.second_stage import SecondStage
 from jobs.select import Selector
 from pipelines.chunk import estimate_tokens
 from pipelines.store import Store
@@ -81,6 +82,11 @@ class QuestionFunnel:
     # method → estimated tokens of the source blocks sent on the first attempt, and how many sources
     prompt_tokens: dict[str, int] = field(default_factory=dict)
     sources_sent: dict[str, int] = field(default_factory=dict)
+    # method → the answer's rank in the order packing used (after a second stage; else the pool's rank),
+    # the rank of the last candidate packed (the cut), and whether an answer chunk was packed at all
+    packing_ranks: dict[str, int | None] = field(default_factory=dict)
+    cut_ranks: dict[str, int | None] = field(default_factory=dict)
+    packed_answer: dict[str, bool] = field(default_factory=dict)
 
     @property
     def answerable(self) -> bool:
@@ -112,6 +118,15 @@ class QuestionFunnel:
             return None
         return self.lost_upstream() or ("packing" if self.ranks.get(method) is not None else "selection")
 
+    def prompt_loss(self, method: str) -> str | None:
+        """Where the answer was lost on its way into the first prompt, or None when it got there:
+        an upstream stage (fetch, cleaning, chunking); ``not in pool`` (no answer chunk among the ranked
+        candidates); ``below cut`` (ranked, but below the last candidate the budget took); ``truncated``
+        (an answer chunk was packed, but the part sent does not hold the phrase: a passage left it out)."""
+        if not self.answerable or self.in_prompt.get(method, False):
+            return None
+        return prompt_loss(self.lost_upstream(), self.ranks.get(method), self.packed_answer.get(method, False))
+
 
 @dataclass(frozen=True)
 class Packing:
@@ -121,6 +136,18 @@ class Packing:
     token_budget: int = AskSettings.token_budget
     retry_factor: int = AskSettings.retry_factor
     merge: bool = AskSettings.merge_pages
+
+
+LOSSES = ("fetch", "cleaning", "chunking", "not in pool", "below cut", "truncated")
+
+
+def prompt_loss(upstream: str | None, pool_rank: int | None, packed: bool) -> str:
+    """Classify a question whose answer is not in the prompt (see ``QuestionFunnel.prompt_loss``)."""
+    if upstream:
+        return upstream
+    if pool_rank is None:
+        return "not in pool"
+    return "truncated" if packed else "below cut"
 
 
 def evidence_tokens(sources: Sequence[Any]) -> int:
@@ -134,7 +161,7 @@ def answer_in_sources(sources: Sequence[Any], phrases: Sequence[str]) -> bool:
 
 
 def evaluate(selector: Selector, store: Store, questions: Sequence[EvalQuestion], methods: Sequence[str],
-             packing: Packing = Packing()) -> list[QuestionFunnel]:
+             packing: Packing = Packing(), stage: SecondStage | None = None) -> list[QuestionFunnel]:
     funnels = []
     for q in questions:
         in_html = in_text = None
@@ -163,9 +190,16 @@ def evaluate(selector: Selector, store: Store, questions: Sequence[EvalQuestion]
             funnel.ranks[method] = next((c.rank for c in selection.candidates if c.chunk_id in wanted), None)
             # What the answerer really sends: the same costing, packing and numbering (jobs/answer.py).
             costed = prompt_costed(selection.candidates)
+            if stage is not None:
+                staged, _trail = stage.apply(q.question, costed,
+                                             embeddings=selection.method_used in ("embedding", "hybrid"))
+                costed = prompt_costed(staged)
+            funnel.packing_ranks[method] = next((c.rank for c in costed if c.chunk_id in wanted), None)
             first = packed_sources(costed, top_k=packing.top_k, token_budget=packing.token_budget, merge=packing.merge)
             funnel.prompt_tokens[method] = evidence_tokens(first.sources)
             funnel.sources_sent[method] = len(first.sources)
+            funnel.cut_ranks[method] = max((c.rank for c in first.packed.sent), default=None)
+            funnel.packed_answer[method] = any(c.chunk_id in wanted for c in first.packed.sent)
             wider = packed_sources(costed, top_k=packing.top_k * packing.retry_factor,
                                    token_budget=packing.token_budget * packing.retry_factor, merge=packing.merge)
             if q.expect:
@@ -190,6 +224,9 @@ def summarise(funnels: Sequence[QuestionFunnel], methods: Sequence[str], k: int 
         row["evidence_tokens_mean"] = round(sum(tokens) / len(tokens), 1) if tokens else None
         row["sources_median"] = _median([f.sources_sent[method] for f in funnels if method in f.sources_sent])
         row["lost_at_packing"] = sum(1 for f in answerable if f.lost_before_prompt(method) == "packing")
+        losses = [f.prompt_loss(method) for f in answerable]
+        row["prompt_losses"] = {loss: losses.count(loss) for loss in LOSSES}
+        row["answer_in_top_40"] = round(sum(1 for r in ranks if r is not None and r <= 40) / n, 3)
         for stage in ("fetch", "cleaning", "chunking", "selection"):
             row[f"lost_at_{stage}"] = sum(1 for f in answerable if f.lost_at(method, k) == stage)
         unanswerable = [f.best_scores.get(method) for f in funnels if not f.answerable]
@@ -269,6 +306,7 @@ def render_table(funnels: Sequence[QuestionFunnel], summary: dict[str, dict[str,
                      f"{s['recall@1']:>6.3f} {s['recall@3']:>6.3f} {s['recall@5']:>6.3f} {s['mrr']:>6.3f}  "
                      f"{s['lost_at_fetch']:>14} {s['lost_at_cleaning']:>8} {s['lost_at_chunking']:>8} "
                      f"{s['lost_at_selection']:>9} {s['lost_at_packing']:>7}")
+    lines += loss_lines(funnels, summary, methods)
     for m in methods:
         floor = summary[m].get("min_similarity")
         if floor and floor["unanswerable"]:
@@ -279,3 +317,28 @@ def render_table(funnels: Sequence[QuestionFunnel], summary: dict[str, dict[str,
                 f"(their highest: {floor['unanswerable_highest']:.3f})"
             )
     return "\n".join(lines)
+
+
+def loss_lines(funnels: Sequence[QuestionFunnel], summary: dict[str, dict[str, Any]], methods: Sequence[str]) -> list[str]:
+    """Where each answer missing from the first prompt was lost: its rank in the pool, its rank in the
+    order packing used, the rank of the last candidate packed (the cut) and the loss; then the counts."""
+    rows = [(f, m) for f in funnels for m in methods if f.prompt_loss(m)]
+    lines = ["", "Lost before the first prompt (pool rank: the first stage's; packing rank: after the second "
+             "stage; cut: the last rank packed):"]
+    if not rows:
+        lines.append("  none")
+    width = max([len("question")] + [len(f.question.id) for f, _m in rows])
+    if rows:
+        lines.append(f"  {'question':<{width}} {'method':<9} {'pool rank':>9} {'packing rank':>12} {'cut':>4}  loss")
+
+    def rank(value: int | None) -> str:
+        return "-" if value is None else str(value)
+
+    for f, m in rows:
+        lines.append(f"  {f.question.id:<{width}} {m:<9} {rank(f.ranks.get(m)):>9} {rank(f.packing_ranks.get(m)):>12} "
+                     f"{rank(f.cut_ranks.get(m)):>4}  {f.prompt_loss(m)}")
+    for m in methods:
+        counts = summary[m]["prompt_losses"]
+        lines.append(f"{m}: answer in the top 40 {summary[m]['answer_in_top_40']:.3f}, in the prompt "
+                     f"{summary[m]['answer_in_prompt']:.3f}; lost: " + ", ".join(f"{loss} {counts[loss]}" for loss in LOSSES))
+    return lines

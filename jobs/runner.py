@@ -38,7 +38,7 @@ from jobs.hosts import HostPool, HostSpec, connect_hosts
 from jobs.llm import OllamaAccess, OllamaSettings, connect
 from jobs.lock import RunLock
 from jobs.report import answer_row_json, outcome_json, write_csv, write_jsonl_line, write_markdown_report
-from jobs.rerank import RerankSettings
+from jobs.second_stage import selection_stages
 from jobs.session import open_session
 from crawler.run import SHOWN_FAILURES, failures_phrase
 from pipelines.items import dropped_reason, is_failure
@@ -656,7 +656,7 @@ def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
         ask = AskSettings(method=method, top_k=job.selection.top_k, token_budget=job.selection.token_budget,
                           retry_wider=job.selection.retry_wider, answerer=answerer, dry_run=options.dry_run,
                           model=job.model, min_similarity=job.selection.min_similarity,
-                          rerank=rerank_settings(job.selection.rerank))
+                          **selection_stages(job.selection))
         answerer_obj = session.answerer(ask, run_id=run_id)
         out_dir = (options.out_dir or job.output.dir) / f"run-{run_id}"
         resumed_answers = run.resume is not None and run.resume.get("phase") != "crawl"
@@ -693,13 +693,6 @@ def _job_page_urls(job: JobConfig) -> list[str] | None:
         log.warning("Cannot read the job's URLs for its page scope: %s", exc)
         return scoped
     return list(dict.fromkeys([*(u.url for u in listed), *scoped]))
-
-
-def rerank_settings(config: Any) -> RerankSettings | None:
-    """The job's ``selection.rerank`` as the answerer's settings (None: off)."""
-    if config is None:
-        return None
-    return RerankSettings(candidates=config.candidates, excerpt_chars=config.excerpt_chars, timeout_s=config.timeout)
 
 
 def access_degraded_selection(degraded: list[str]) -> bool:
@@ -846,6 +839,11 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
         notify.important(f"Notice: {notice}")
         notices.append(notice)
         degraded.append(notice)
+    if answerer.stage is not None and answerer.stage.notice:
+        # Once per run: the second stage failed (a model missing, Ollama away) and the first stage's order was used.
+        notify.important(f"Notice: {answerer.stage.notice}")
+        notices.append(answerer.stage.notice)
+        degraded.append(answerer.stage.notice)
     diff = None
     if not options.dry_run and fatal is None and not interrupted:
         diff = compare_runs(store, previous_run_id, run_id, order=[s.id for s in specs])

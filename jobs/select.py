@@ -100,6 +100,10 @@ class Candidate:
     matched: tuple[str, ...] = ()
     ordinal: int = 0  # position in its page: the tie-break after the URL
     page: int | None = None  # the page of a paged document (a PDF) it starts on: cited as url#page=N
+    # Set by the second stage (jobs/second_stage.py): its score (the best window's) and, when the candidate
+    # is sent as a passage, (start, end, length) of the passage in the chunk's text (``text`` is the passage).
+    stage_score: float | None = None
+    span: tuple[int, int, int] | None = None
 
 
 @dataclass

@@ -43,6 +43,12 @@ SELECTION_METHOD = "hybrid"
 TOP_K = 40
 # Most estimated tokens of evidence per question.
 TOKEN_BUDGET = 3000
+# The second stage (selection.second_stage): how many of the best candidates are scored again by their best
+# sentence window, and that score's share in their new order (BENCHMARKS.md, "Selection, round 3").
+SECOND_STAGE_CANDIDATES = 40
+SECOND_STAGE_WEIGHT = 0.5
+# Most words of a passage (selection.passages, opt-in).
+PASSAGE_WORDS = 120
 
 # Where the User-Agent points when the job names no contact URL.
 PROJECT_URL = "https://pypi.org/project/webqa/"

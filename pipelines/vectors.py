@@ -276,9 +276,19 @@ def windows_without_vectors(conn: duckdb.DuckDBPyConnection, scope: Sequence[str
     ).fetchall()
 
 
+def cached_vectors(conn: duckdb.DuckDBPyConnection, model: str, keys: Sequence[str]) -> dict[str, list[float]]:
+    """The cached vectors of the texts ``keys`` for ``model`` (those it has)."""
+    if not keys:
+        return {}
+    rows = conn.execute("SELECT embed_key, vector FROM embeddings WHERE model = $model "
+                        "AND embed_key IN (SELECT unnest($keys))", {"model": model, "keys": list(keys)}).fetchall()
+    return {key: list(vector) for key, vector in rows}
+
+
 def insert_vectors(conn: duckdb.DuckDBPyConnection, model: str | None, keys: list[str],
-                   vectors: list[list[float]]) -> None:
-    """Cache ``vectors`` of the windows ``keys`` for ``model`` and add them to the typed tables."""
+                   vectors: list[list[float]], *, index: bool = True) -> None:
+    """Cache ``vectors`` of the windows ``keys`` for ``model`` and add them to the typed tables (``index``
+    False: only cache them; the second stage's sentence windows are looked up by key, never ranked)."""
     # Binding thousands of float lists as parameters takes minutes; a bulk read of a temporary
     # NDJSON file takes well under a second.
     fd, path = tempfile.mkstemp(suffix=".ndjson", prefix="webqa-embed-")
@@ -296,7 +306,8 @@ def insert_vectors(conn: duckdb.DuckDBPyConnection, model: str | None, keys: lis
         )
     finally:
         os.unlink(path)
-    add_unit_vectors(conn, model, keys, {len(v) for v in vectors})
+    if index:
+        add_unit_vectors(conn, model, keys, {len(v) for v in vectors})
 
 
 # Exact cosine over the unit-length copy of the cached vectors (unit_vectors_<dims>),

