@@ -53,6 +53,8 @@ class CrawlOptions:
     follow: str = "same_host"
     contact: str | None = None
     obey_robots: bool = True
+    # Store pages whose meta robots or X-Robots-Tag say noindex (pages the user owns); obey_robots off does too.
+    obey_noindex: bool = True
     # Hosts whose robots.txt asks for a longer Crawl-delay (seconds) are skipped for the run.
     max_crawl_delay: float = defaults.MAX_CRAWL_DELAY
     # SSRF guard off: allow loopback/private/link-local addresses (intranet crawls). The environment
@@ -73,6 +75,10 @@ class CrawlOptions:
     extra_settings: dict[str, Any] = field(default_factory=dict)
     # Redis URL: the frontier is shared and `webqa worker` processes fetch (crawler/distributed/).
     redis: str | None = None
+    # Most pages one listed sitemap (with its index's sitemaps) may name; the rest are not read.
+    sitemap_max_urls: int = defaults.SITEMAP_MAX_URLS
+    # A PDF with more pages is not read (failed, with the reason).
+    pdf_max_pages: int = defaults.PDF_MAX_PAGES
 
 
 @dataclass
@@ -149,8 +155,12 @@ class CrawlSummary:
             f"HTML {self.count('html_bytes') / MB:.2f} MB → text {self.count('text_bytes') / MB:.2f} MB; "
             f"chunks written {self.count('chunks')}"
             + (f"; gone {self.gone} (no longer reached by the job)" if self.gone else "")
+            + (f"; duplicates {self.count('duplicates')} (stored once: rel=canonical or the same text as another page)"
+               if self.count("duplicates") else "")
             + (f"; internal errors {self.internal_errors} (logged; please report them)" if self.internal_errors else "")
             + (f"; stopped after {self.stopped_after:g} s (crawl.max_duration)" if self.stopped_after else "")
+            + (f"; sitemaps read {self.count('sitemaps')} ({self.count('sitemap_urls')} URLs, "
+               f"{self.count('sitemap_lastmod')} unchanged by lastmod)" if self.count("sitemaps_requested") else "")
         )
 
 
@@ -182,9 +192,11 @@ class CrawlPlan:
     links: dict[str, list[str]]  # stored out-links, url → targets (only when following)
     fresh: set[str]  # URLs fetched or confirmed recently enough not to be requested (recrawl_after, resume)
     validators: dict[str, tuple[str | None, str | None]]  # url → (ETag, Last-Modified) for conditional GETs
+    # url → when its stored copy was downloaded or last confirmed, for sitemaps' <lastmod> (only when one is listed).
+    stored_at: dict[str, datetime] = field(default_factory=dict)
 
     def fresh_listed(self) -> list[ListedUrl]:
-        return [u for u in self.listed if u.url in self.fresh]
+        return [u for u in self.listed if u.url in self.fresh and not u.sitemap]
 
     def nothing_to_request(self) -> bool:
         """Every listed URL is fresh, and none leads on to stored links (fresh pages do, within the depth)."""
@@ -206,7 +218,10 @@ def plan_crawl(options: CrawlOptions, store: Store,
     if cutoff is not None:
         fresh = {url for url, v in stored.items() if v.fetched_at and v.fetched_at >= cutoff}
     validators = {url: (v.etag, v.last_modified) for url, v in stored.items() if v.etag or v.last_modified}
-    return CrawlPlan(listed, problems, following, links, fresh, validators)
+    stored_at: dict[str, datetime] = {}
+    if any(u.sitemap for u in listed) and not options.refresh:
+        stored_at = {url: v.fetched_at for url, v in stored.items() if v.fetched_at is not None}
+    return CrawlPlan(listed, problems, following, links, fresh, validators, stored_at)
 
 
 def fresh_cutoff(options: CrawlOptions) -> datetime | None:
@@ -289,6 +304,8 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
         "DOWNLOAD_DELAY": _slot_delay(options.delay),
         "DOWNLOAD_SLOTS": slots,
         "ROBOTSTXT_OBEY": options.obey_robots,
+        "WEBQA_OBEY_NOINDEX": options.obey_noindex,
+        "WEBQA_PDF_MAX_PAGES": options.pdf_max_pages,
         "WEBQA_MAX_CRAWL_DELAY": options.max_crawl_delay,
         # robots.txt answers are reused by the next runs on the same database (for at most a day).
         "WEBQA_ROBOTS_CACHE": str(db_path.with_name(db_path.name + ".robots.json")),
@@ -323,6 +340,10 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
     from crawler.shutdown import GracefulShutdown
 
     if options.redis:
+        sitemap = next((u for u in gather_urls(options)[0] if u.sitemap), None)
+        if sitemap is not None:
+            raise ConfigError(f"{sitemap.origin}: sitemap: {sitemap.url}: sitemaps are read by a crawl on one machine, "
+                              "not through Redis; crawl without --redis (or redis:), or list the pages")
         try:
             from crawler.distributed.coordinator import run_distributed
         except ImportError as exc:  # redis and scrapy-redis are the optional extra
@@ -363,7 +384,7 @@ def _run_crawl(options: CrawlOptions, db_path: Path, shutdown: GracefulShutdown,
     process.crawl(
         crawler, listed=plan.listed, problems=problems, depth=options.depth, max_pages=options.max_pages,
         allow=list(options.allow), deny=list(options.deny), follow=options.follow,
-        stored_links=plan.links, fresh=plan.fresh,
+        stored_links=plan.links, fresh=plan.fresh, stored_at=plan.stored_at, sitemap_max_urls=options.sitemap_max_urls,
     )
     shutdown.attach(process, crawler)
     if shutdown.signal_name is not None:  # it came while the crawl was being set up: do not start it

@@ -112,8 +112,13 @@ ITEM_PIPELINES = {
 # Where pages go when the crawl is started with `scrapy crawl urls` from the repository root.
 WEBQA_DB = _defaults.DB
 WEBQA_EXTRACT_TIMEOUT = _defaults.EXTRACT_TIMEOUT  # seconds of CPU time per page, not wall time
+# A PDF's own CPU budget (the whole document) and its page cap.
+WEBQA_PDF_EXTRACT_TIMEOUT = _defaults.PDF_EXTRACT_TIMEOUT
+WEBQA_PDF_MAX_PAGES = _defaults.PDF_MAX_PAGES
 WEBQA_CHUNK_TOKENS = _defaults.CHUNK_TOKENS
 WEBQA_CHUNK_OVERLAP = _defaults.CHUNK_OVERLAP
+# A page whose meta robots or X-Robots-Tag says noindex is not stored for answering (crawl.obey_noindex).
+WEBQA_OBEY_NOINDEX = True
 # A host asking for more than this many seconds between requests is skipped, not crawled for hours.
 WEBQA_MAX_CRAWL_DELAY = _defaults.MAX_CRAWL_DELAY
 # JSON file of robots.txt results reused by later runs; `crawler.run` puts it next to the database.

@@ -26,6 +26,8 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 _HOST_PORT = re.compile(r"^[^:/?#]+:\d+(?:[/?#]|$)")
 # A comment starts at "#" after whitespace; "page#section" is a fragment.
 _COMMENT = re.compile(r"\s#")
+# "sitemap: URL" (or "sitemap:URL", any case, as robots.txt writes it): the URL is a sitemap whose pages are crawled.
+_SITEMAP = re.compile(r"^\s*sitemap\s*:\s*(?=\S)", re.IGNORECASE)
 
 # 16 MiB ≈ 200 000 URLs, far beyond any max_pages; the same limit as a job's urls_file.
 MAX_URL_FILE_BYTES = 16 * 1024 * 1024
@@ -122,6 +124,14 @@ def read_bounded(path: str | Path, limit: int) -> bytes:
 class ListedUrl:
     url: str  # normalised
     origin: str  # "urls.txt:3", "argument 2", "job.yaml"
+    # Listed as "sitemap: URL": a sitemap (or robots.txt, for the sitemaps it names) whose pages are crawled.
+    sitemap: bool = False
+
+
+def sitemap_entry(raw: str) -> str | None:
+    """The URL of a ``sitemap: URL`` entry, or None for an ordinary URL."""
+    match = _SITEMAP.match(raw)
+    return raw[match.end():] if match else None
 
 
 @dataclass(frozen=True)
@@ -177,14 +187,16 @@ def collect_urls(entries: Iterable[tuple[str, str]]) -> tuple[list[ListedUrl], l
     urls: list[ListedUrl] = []
     problems: list[UrlProblem] = []
     for origin, raw in entries:
-        url, reason = normalise_url(raw)
-        if url is None:
+        target = sitemap_entry(raw)
+        url, reason = normalise_url(raw if target is None else target)
+        key = url if target is None or url is None else f"sitemap: {url}"
+        if url is None or key is None:
             problems.append(UrlProblem(origin, raw, reason or "invalid"))
-        elif url in seen:
-            problems.append(UrlProblem(origin, raw, f"duplicate of {seen[url]}; fetched once", duplicate=True))
+        elif key in seen:
+            problems.append(UrlProblem(origin, raw, f"duplicate of {seen[key]}; fetched once", duplicate=True))
         else:
-            seen[url] = origin
-            urls.append(ListedUrl(url, origin))
+            seen[key] = origin
+            urls.append(ListedUrl(url, origin, sitemap=target is not None))
     return urls, problems
 
 
@@ -270,7 +282,20 @@ def _yaml_entries(path: Path, text: str) -> list[tuple[str, str]]:
     entries = []
     for item in node.value:
         origin = f"{path}:{item.start_mark.line + 1}"
+        sitemap = _sitemap_mapping(item)
+        if sitemap is not None:
+            entries.append((origin, f"sitemap: {sitemap}"))
+            continue
         if not isinstance(item, yaml.ScalarNode):
-            raise ValueError(f"{origin}: expected a URL string")
+            raise ValueError(f"{origin}: expected a URL string (or 'sitemap: URL')")
         entries.append((origin, str(item.value)))
     return entries
+
+
+def _sitemap_mapping(node: yaml.Node) -> str | None:
+    """The URL of a YAML ``- sitemap: URL`` item (a one-key mapping), else None."""
+    if isinstance(node, yaml.MappingNode) and len(node.value) == 1:
+        key, value = node.value[0]
+        if isinstance(key, yaml.ScalarNode) and key.value.lower() == "sitemap" and isinstance(value, yaml.ScalarNode):
+            return str(value.value)
+    return None

@@ -26,6 +26,7 @@ from jobs.select import Candidate, Packed, Selection, Selector, pack
 from jobs.validate import Validation, coerce_answer, validate_answer
 from pipelines import defaults
 from pipelines.chunk import estimate_tokens
+from pipelines.formats import page_link
 from jobs.runstore import RunStore
 
 log = logging.getLogger(__name__)
@@ -415,11 +416,19 @@ def citation_records(attempt: Attempt) -> list[dict[str, Any]]:
             "source": check.source, "quote": check.quote,
             "chunk_id": piece.chunk_id if piece else source.chunk_id if source else None,
             "url": source.url if source else None,
+            # The page of a PDF the quoted piece starts on: url#page=N.
+            "link": page_link(source.url, _page_of(piece, units.get(check.source))) if source is not None else None,
             "heading": piece.heading if piece else source.heading if source else None,
             "valid": check.valid, "reason": check.reason, "matched": check.matched,
             "similarity": round(check.similarity, 3),
         })
     return records
+
+
+def _page_of(piece: Candidate | None, unit: Unit | None) -> int | None:
+    """The PDF page a citation points to: the quoted piece's, else its source's first chunk's."""
+    chunk = piece if piece is not None else unit.lead if unit is not None else None
+    return chunk.page if chunk is not None else None
 
 
 def quoted_piece(unit: Unit | None, quote: str) -> Candidate | None:

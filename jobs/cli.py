@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     crawl = sub.add_parser("crawl", help="fetch, clean, chunk and store pages",
                            description="Fetch URLs (arguments and/or files), clean and chunk them into the database.")
-    crawl.add_argument("urls", nargs="*", metavar="URL", help="URLs to crawl")
+    crawl.add_argument("urls", nargs="*", metavar="URL", help="URLs to crawl; 'sitemap:URL' crawls the pages a sitemap lists")
     crawl.add_argument("-i", "--input", action="append", default=[], type=Path, metavar="FILE",
                        help="file of URLs: one per line (# comments allowed) or a YAML list; repeatable")
     _add_db(crawl)
@@ -213,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument("--allow", action="append", default=[], metavar="REGEX", help="only follow links matching")
     crawl.add_argument("--deny", action="append", default=[], metavar="REGEX", help="never follow links matching")
     crawl.add_argument("--contact", metavar="URL", help="contact URL put in the User-Agent")
-    crawl.add_argument("--ignore-robots", action="store_true", help="do not obey robots.txt (only for sites you own)")
+    crawl.add_argument("--ignore-robots", action="store_true", help="do not obey robots.txt, robots meta tags or X-Robots-Tag (only for sites you own)")
     crawl.add_argument("--workers", type=_non_negative_int, default=0, help="extraction processes (default: one per core)")
     crawl.add_argument("--timeout", type=_positive_float, default=defaults.TIMEOUT, metavar="SECONDS",
                        help=f"give up on a response after this long (default {defaults.TIMEOUT:g})")

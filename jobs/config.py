@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -39,7 +40,7 @@ from pydantic import (
     model_validator,
 )
 
-from crawler.urllist import MAX_URL_FILE_BYTES, collect_urls, load_url_file
+from crawler.urllist import MAX_URL_FILE_BYTES, collect_urls, load_url_file, sitemap_entry
 from jobs import llm_defaults as llm
 from jobs.config_files import MAX_JOB_BYTES, TOO_LARGE, decode_job, read_job_bytes
 from jobs.config_messages import DURATION_EXAMPLES, JobFileError, did_you_mean, fail, got, job_error, validation_error
@@ -192,6 +193,22 @@ def _check_name(value: str) -> str:
     return value
 
 
+def _sitemap_mapping(value: Any) -> Any:
+    """A YAML ``- sitemap: URL`` item (a one-key mapping) as the string ``sitemap: URL``."""
+    if isinstance(value, dict):
+        if list(value) == ["sitemap"] and isinstance(value["sitemap"], str):
+            return f"sitemap: {value['sitemap']}"
+        keys = ", ".join(map(str, value)) or "no keys"
+        fail(f"expected a URL or 'sitemap: URL', got a mapping ({keys})")
+    return value
+
+
+def _check_listed_url(value: str) -> str:
+    """A page's URL, or ``sitemap: URL`` for a sitemap (or robots.txt, for the sitemaps it names)."""
+    target = sitemap_entry(value)
+    return _check_http_url(value) if target is None else f"sitemap: {_check_http_url(target)}"
+
+
 HttpUrl = Annotated[str, Strict(), AfterValidator(_check_http_url)]
 Regex = Annotated[str, Strict(), AfterValidator(_check_regex)]
 NonEmptyStr = Annotated[str, Strict(), AfterValidator(_check_non_empty)]
@@ -228,6 +245,19 @@ class _Model(BaseModel):
 # Models
 
 
+class SitemapEntry(_Model):
+    """``- sitemap: URL`` in ``urls``: crawl the pages a sitemap lists (see docs/job-reference.md)."""
+
+    sitemap: HttpUrl = Field(description="A sitemap, a sitemap index (.xml or .xml.gz), or a site's /robots.txt "
+                                          "for the sitemaps its Sitemap: lines name.")
+
+
+# An entry of the job's urls: a page, or a sitemap whose pages are crawled.
+ListedUrl = Annotated[str, BeforeValidator(_sitemap_mapping, json_schema_input_type=Union[str, SitemapEntry]),
+                      Strict(), AfterValidator(_check_listed_url)]
+
+
+
 class HostOverride(_Model):
     """Per-host crawl settings; unset values use the crawl-wide ones."""
 
@@ -247,7 +277,11 @@ class CrawlConfig(_Model):
     allow: list[Regex] = Field(default_factory=list, description="Regexes; follow only matching URLs.")
     deny: list[Regex] = Field(default_factory=list, description="Regexes; never follow matching URLs.")
     user_agent_contact: HttpUrl | None = Field(None, description="URL put in the User-Agent.")
-    obey_robots: StrictBool = Field(True, description="Honour robots.txt.")
+    obey_robots: StrictBool = Field(True, description="Honour robots.txt (and robots meta tags / X-Robots-Tag).")
+    obey_noindex: StrictBool = Field(
+        True, description="Leave out pages whose meta robots or X-Robots-Tag say noindex; false stores them "
+                          "(pages you own)."
+    )
     max_crawl_delay: NonNegFloat = Field(
         defaults.MAX_CRAWL_DELAY, description="Skip hosts whose robots.txt Crawl-delay is above this many seconds."
     )
@@ -261,6 +295,12 @@ class CrawlConfig(_Model):
     max_bytes: PosInt = Field(defaults.MAX_BYTES, description="Largest response body accepted, in bytes.")
     max_duration: PosFloat | None = Field(
         None, description="Stop the crawl gracefully after this many seconds; null = no bound."
+    )
+    pdf_max_pages: PosInt = Field(
+        defaults.PDF_MAX_PAGES, description="A PDF with more pages than this is not read (recorded as failed)."
+    )
+    sitemap_max_urls: PosInt = Field(
+        defaults.SITEMAP_MAX_URLS, description="Most page URLs read from one listed sitemap (with its index's sitemaps)."
     )
     hosts: dict[str, HostOverride] = Field(default_factory=dict, description="Per-host overrides.")
 
@@ -589,7 +629,9 @@ class JobConfig(_Model):
     """A validated job. Build it with :func:`load_job` (or :func:`parse_job`)."""
 
     name: Name = Field(description="Job name: letters, digits, '.', '_' and '-'.")
-    urls: list[HttpUrl] = Field(default_factory=list, description="URLs to crawl.")
+    urls: list[ListedUrl] = Field(
+        default_factory=list, description="URLs to crawl; 'sitemap: URL' (or a {sitemap: URL} item) crawls the pages "
+                                          "a sitemap lists.")
     urls_file: Path | None = Field(
         None, description="File with one URL per line, relative to the job file's folder."
     )

@@ -117,7 +117,7 @@ def explain_answer(store: RunStore, answer_id: int, *, show_prompt: bool = True)
         verdict = f"ok, matched {c.get('similarity', 1.0):.2f}" if c["valid"] else f"FAILED: {c['reason']}"
         out.append(f"   [{c['source']}] “{c['quote']}” — {verdict}")
         if c.get("url"):
-            out.append(f"       {c.get('heading') or ''} <{c['url']}>")
+            out.append(f"       {c.get('heading') or ''} <{c.get('link') or c['url']}>")
     out.append("")
     selections = store.selections_of(answer_id)
     sent = sum(1 for s in selections if s["sent"])

@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from jobs.answer import Attempt, Outcome, candidate_dict, citation_records, selection_rows
 from pipelines.redact import inert
 from jobs.changes import LABELS
+from pipelines.formats import page_link
 
 
 def outcome_json(outcome: Outcome) -> dict[str, Any]:
@@ -33,8 +34,10 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
             for row, candidate in zip(selection_rows(selection, final.packed, final.sources, final.evidence), selection.candidates)
         ]
         result["prompt"] = final.prompt
+        pages = {u.lead.chunk_id: u.chunks[0].page for u in final.evidence.units} if final.evidence else {}  # where its text starts
         result["sources"] = [
-            {"number": s.number, "chunk_id": s.chunk_id, "url": s.url, "heading_path": s.heading} for s in final.sources
+            {"number": s.number, "chunk_id": s.chunk_id, "url": s.url, "link": page_link(s.url, pages.get(s.chunk_id)),
+             "heading_path": s.heading} for s in final.sources
         ]
     else:
         result["chunks"] = []
@@ -56,7 +59,7 @@ def _answer_fields(attempt: Attempt) -> dict[str, Any]:
     validation = attempt.validation
     citations = [
         {"source": c["source"], "quote": c["quote"], "valid": c["valid"], "reason": c["reason"], "url": c["url"],
-         "heading_path": c["heading"], "chunk_id": c["chunk_id"]}
+         "link": c.get("link"), "heading_path": c["heading"], "chunk_id": c["chunk_id"]}
         for c in citation_records(attempt)
     ]
     return {
@@ -101,7 +104,8 @@ def answer_row_json(row: dict[str, Any], attempts: int = 1) -> dict[str, Any]:
         result.update({
             "answer_id": row["answer_id"], "answer": row.get("answer"), "confidence": row.get("confidence"),
             "citations": [{"source": c.get("source"), "quote": c.get("quote"), "valid": c.get("valid"),
-                           "reason": c.get("reason"), "url": c.get("url"), "heading_path": c.get("heading"),
+                           "reason": c.get("reason"), "url": c.get("url"), "link": c.get("link") or c.get("url"),
+                           "heading_path": c.get("heading"),
                            "chunk_id": c.get("chunk_id")} for c in stored],
             "grounded": bool(row.get("grounded")), "not_enough_information": row.get("not_enough_info"),
             "answerer": row.get("answerer"), "host": row.get("host"), "attempt": row.get("attempt"),
@@ -164,7 +168,7 @@ def _answer_section(obj: dict[str, Any]) -> list[str]:
         lines.append("Sources:")
         for c in obj["citations"]:
             mark = "✓" if c["valid"] else f"✗ {c['reason']}"
-            where = f"[{c['heading_path'] or c['url']}]({c['url']})" if c.get("url") else "(unknown source)"
+            where = f"[{c['heading_path'] or c['url']}]({c.get('link') or c['url']})" if c.get("url") else "(unknown source)"
             if c.get("url") in stale:
                 where += f" (stale: last fetched {stale[c['url']]})"
             lines.append(f"- [{c['source']}] {where} — “{c['quote']}” {mark}")
@@ -182,7 +186,7 @@ def write_csv(path: Path, results: Iterable[dict[str, Any]]) -> None:
         writer.writeheader()
         for obj in results:
             row = dict(obj)
-            row["citations"] = "; ".join(f"[{c['source']}] {c.get('url') or ''}" for c in obj.get("citations", []))
+            row["citations"] = "; ".join(f"[{c['source']}] {c.get('link') or c.get('url') or ''}" for c in obj.get("citations", []))
             writer.writerow({key: csv_cell(value) for key, value in row.items()})
 
 

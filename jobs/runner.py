@@ -203,11 +203,12 @@ def crawl_options(job: JobConfig, options: RunOptions, fresh_since: datetime | N
         depth=crawl.depth, max_pages=crawl.max_pages, delay=crawl.delay,
         hosts={h: HostPolicy(o.delay, o.concurrency) for h, o in crawl.hosts.items()},
         allow=crawl.allow, deny=crawl.deny, follow=crawl.follow, contact=crawl.user_agent_contact,
-        obey_robots=crawl.obey_robots, max_crawl_delay=crawl.max_crawl_delay,
+        obey_robots=crawl.obey_robots, obey_noindex=crawl.obey_noindex, max_crawl_delay=crawl.max_crawl_delay,
         allow_private_networks=crawl.allow_private_networks or options.allow_private_networks,
         timeout=crawl.timeout, max_bytes=crawl.max_bytes,
         recrawl_after=crawl.recrawl_after, refresh=options.refresh, fresh_since=fresh_since, job_name=job.name,
-        max_duration=crawl.max_duration,
+        max_duration=crawl.max_duration, sitemap_max_urls=crawl.sitemap_max_urls,
+        pdf_max_pages=crawl.pdf_max_pages,
         verbose=options.verbose, progress=options.progress, redis=job.redis,
     )
 

@@ -99,6 +99,7 @@ class Candidate:
     embedding_score: float | None = None
     matched: tuple[str, ...] = ()
     ordinal: int = 0  # position in its page: the tie-break after the URL
+    page: int | None = None  # the page of a paged document (a PDF) it starts on: cited as url#page=N
     # Set by the second stage (jobs/second_stage.py): its score (the best window's) and, when the candidate
     # is sent as a passage, (start, end, length) of the passage in the chunk's text (``text`` is the passage).
     stage_score: float | None = None
@@ -193,6 +194,7 @@ class Selector:
         self._embedding_error: str | None = embedding_unavailable
         self._embedded_scopes: set[tuple[str, ...] | None] = set()
         self._vector_tables: set[int] = set()  # vector lengths whose typed table is known to exist
+        self._paged: bool | None = None  # whether any chunk is from a paged document (a PDF)
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -220,7 +222,17 @@ class Selector:
                 used = "bm25"
                 notice = f"{method} selection unavailable ({exc}); using bm25"
                 ranked = self.bm25(question, scope)
-        return Selection(question, method, used, _ranked(ranked), notice)
+        return Selection(question, method, used, self._with_pages(_ranked(ranked)), notice)
+
+    def _with_pages(self, candidates: list[Candidate]) -> list[Candidate]:
+        """The candidates with the page of those from PDFs, which their citations link to. A database without
+        paged chunks (asked once) costs no query per question."""
+        if self._paged is None:
+            self._paged = search_index.has_pages(self.conn)
+        if not self._paged:
+            return candidates
+        pages = search_index.chunk_pages(self.conn, [c.chunk_id for c in candidates])
+        return [replace(c, page=pages[c.chunk_id]) if c.chunk_id in pages else c for c in candidates]
 
     def keyword(self, question: str, scope: list[str] | None) -> list[Candidate]:
         keywords = question_keywords(question)
@@ -374,6 +386,9 @@ def _unit_length(vector: Sequence[float]) -> list[float]:
 
 def _ranked(candidates: list[Candidate]) -> list[Candidate]:
     return [replace(c, rank=i) for i, c in enumerate(candidates, start=1)]
+
+
+
 
 
 def _min_max(scores: list[float]) -> list[float]:

@@ -54,6 +54,7 @@ class Chunk:
     text: str
     token_estimate: int
     content_hash: str
+    page: int | None = None  # the page it starts on, in a paged document (a PDF): cited as URL#page=N
 
     @property
     def heading(self) -> str:
@@ -364,6 +365,7 @@ class _Piece:
     whole: bool  # the entire section fits in this one piece
     text: str = ""
     tokens: int = 0
+    page: int = 0  # the page its first unit is on (0: not a paged document)
 
     def render(self) -> None:
         rendered: list[str] = []
@@ -406,7 +408,7 @@ def _merged(first: _Piece, second: _Piece) -> _Piece:
                 break
             prefix.append(a)
         path = tuple(prefix)
-    merged = _Piece(path, first.parts + second.parts, first.whole and second.whole)
+    merged = _Piece(path, first.parts + second.parts, first.whole and second.whole, page=first.page or second.page)
     merged.render()
     return merged
 
@@ -439,7 +441,7 @@ def _normalise(block: Block) -> Block:
         text = "\n".join(" ".join(line.split()) for line in block.text.split("\n") if line.strip())
     else:
         text = " ".join(block.text.split())
-    return Block(block.kind, text, block.level, block.group)
+    return Block(block.kind, text, block.level, block.group, block.page)
 
 
 def split_by_headings(
@@ -472,7 +474,8 @@ def split_blocks(
         for unit_list in packed:
             text = _join(unit_list)
             if text:
-                piece = _Piece(section.path, [(section.path, text)], whole=len(packed) == 1)
+                piece = _Piece(section.path, [(section.path, text)], whole=len(packed) == 1,
+                               page=section.blocks[unit_list[0].block].page)
                 piece.render()
                 pieces.append(piece)
     pieces = _merge_tiny(pieces, min_tokens, max_tokens)
@@ -494,6 +497,7 @@ def split_blocks(
                 text=piece.text,
                 token_estimate=piece.tokens,
                 content_hash=hashlib.sha256(piece.text.encode("utf-8", "surrogatepass")).hexdigest(),
+                page=piece.page or None,
             )
         )
     return chunks

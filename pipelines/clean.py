@@ -49,6 +49,7 @@ class Block:
     text: str
     level: int = 0  # 1..6 for headings, else 0
     group: int = -1
+    page: int = 0  # the page it is on, in a paged document (a PDF); 0 for a web page
 
 
 # --------------------------------------------------------------------------- text helpers

@@ -22,12 +22,20 @@ MAX_URL_LENGTH = 8192
 # A host whose robots.txt asks for a longer Crawl-delay (seconds) is skipped, not crawled for hours.
 MAX_CRAWL_DELAY = 30.0
 
+# Most pages one listed sitemap may name (with the sitemaps its index leads to): sitemaps.org's limit for one file.
+SITEMAP_MAX_URLS = 50_000
+
 # Chunk size and the overlap between consecutive pieces of one section, in estimated tokens.
 CHUNK_TOKENS = 350
 CHUNK_OVERLAP = 40
 # Seconds of CPU time (not wall time: a busy machine does not count against a page) one page may
 # spend in trafilatura and the chunker before it is recorded as failed.
 EXTRACT_TIMEOUT = 10.0
+
+# A PDF with more pages than this is not read (recorded as failed), and one PDF may spend this many seconds of
+# CPU time in the parser and the chunker: pdfminer.six takes 25-70 ms a page (BENCHMARKS.md, "PDF documents").
+PDF_MAX_PAGES = 500
+PDF_EXTRACT_TIMEOUT = 120.0
 
 # Selection, the same for `webqa run` (a job's selection:), `webqa ask` and `webqa eval`.
 SELECTION_METHOD = "hybrid"

@@ -15,6 +15,7 @@ from types import FrameType
 from pipelines import defaults
 from pipelines.chunk import Chunk, split_blocks
 from pipelines.clean import CleanResult, clean_page
+from pipelines.formats import Unreadable, extract_document
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class PageResult:
     chunks: list[Chunk] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0  # wall-clock time spent in process_page
+    skipped: str | None = None  # why the document gives no text on purpose (a PDF without a text layer)
 
 
 class _ExtractionTimeout(BaseException):
@@ -46,14 +48,17 @@ def _format_seconds(seconds: float) -> str:
 
 
 def process_page(
-    html: str,
+    html: str | bytes,
     url: str,
     *,
     max_seconds: float = 10.0,
     max_tokens: int = defaults.CHUNK_TOKENS,
     overlap_tokens: int = defaults.CHUNK_OVERLAP,
+    kind: str = "html",
+    pdf_max_pages: int = defaults.PDF_MAX_PAGES,
 ) -> PageResult:
-    """Clean ``html`` and split it into chunks.
+    """Clean ``html`` (a web page; the bytes of a document of another ``kind``: pipelines/formats.py) and
+    split it into chunks.
 
     ``max_seconds`` is CPU time (user + system) of this process, not wall time: a page
     slowed by other processes on a loaded machine is not cut off, one that burns CPU
@@ -102,10 +107,19 @@ def process_page(
                 installed[0] = True
                 armed[0] = True
                 previous_timer = signal.setitimer(signal.ITIMER_PROF, max_seconds)
-            clean, blocks = clean_page(html, url)
+            if kind == "html" or not isinstance(html, bytes):
+                clean, blocks = clean_page(html, url)
+            else:
+                clean, blocks = extract_document(kind, html, url, pdf_max_pages=pdf_max_pages)
             chunks = split_blocks(blocks, url, max_tokens=max_tokens, overlap_tokens=overlap_tokens)
         finally:
             restore()
+    except Unreadable as unreadable:
+        restore()
+        seconds = time.perf_counter() - start
+        if unreadable.outcome == "skipped":
+            return PageResult(clean=None, skipped=unreadable.reason, seconds=seconds)
+        return PageResult(clean=None, error=unreadable.reason, seconds=seconds)
     except _ExtractionTimeout:
         restore()
         return PageResult(

@@ -8,6 +8,7 @@ Scrapy goes on downloading.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import multiprocessing
 import os
@@ -25,11 +26,12 @@ from scrapy.crawler import Crawler
 from pipelines import defaults
 from pipelines.extract import PageResult, process_page
 from pipelines.items import ExtractedPage, FetchedPage, FetchOutcome, internal_failure
+from pipelines.robots_meta import noindex_reason
 
 log = logging.getLogger(__name__)
 
 # Libraries that log a WARNING for every empty or odd page; we record those pages ourselves.
-QUIET_LOGGERS = ("trafilatura", "htmldate", "courlan")
+QUIET_LOGGERS = ("trafilatura", "htmldate", "courlan", "pdfminer")
 
 
 def init_worker(lifeline: Connection | None = None) -> None:
@@ -86,8 +88,14 @@ class ExtractionPipeline:
     backstop_factor = 10.0
     backstop_seconds = 30.0
 
-    def __init__(self, crawler: Crawler, workers: int, max_seconds: float, max_tokens: int, overlap_tokens: int) -> None:
+    def __init__(self, crawler: Crawler, workers: int, max_seconds: float, max_tokens: int, overlap_tokens: int,
+                 obey_noindex: bool = True, pdf_max_seconds: float = defaults.PDF_EXTRACT_TIMEOUT,
+                 pdf_max_pages: int = defaults.PDF_MAX_PAGES) -> None:
         self.crawler = crawler
+        self.pdf_max_seconds = pdf_max_seconds
+        self.pdf_max_pages = pdf_max_pages
+        # A page that asks not to be indexed is not stored for answering (the spider found the directive).
+        self.obey_noindex = obey_noindex
         self.workers = workers
         self.max_seconds = max_seconds
         self.max_tokens = max_tokens
@@ -111,6 +119,9 @@ class ExtractionPipeline:
             max_seconds=settings.getfloat("WEBQA_EXTRACT_TIMEOUT", defaults.EXTRACT_TIMEOUT),
             max_tokens=settings.getint("WEBQA_CHUNK_TOKENS", defaults.CHUNK_TOKENS),
             overlap_tokens=settings.getint("WEBQA_CHUNK_OVERLAP", defaults.CHUNK_OVERLAP),
+            obey_noindex=settings.getbool("WEBQA_OBEY_NOINDEX", True),
+            pdf_max_seconds=settings.getfloat("WEBQA_PDF_EXTRACT_TIMEOUT", defaults.PDF_EXTRACT_TIMEOUT),
+            pdf_max_pages=settings.getint("WEBQA_PDF_MAX_PAGES", defaults.PDF_MAX_PAGES),
         )
 
     def open_spider(self) -> None:
@@ -169,9 +180,17 @@ class ExtractionPipeline:
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, FetchedPage):
             return item
+        if item.noindex and self.obey_noindex:
+            if self.crawler.stats is not None:
+                self.crawler.stats.inc_value("webqa/skipped/noindex")
+            return FetchOutcome(item.url, "skipped", noindex_reason(item.noindex), item.status)
+        # A document of another kind than HTML (a PDF) hands its bytes over, with its own CPU budget.
+        document = item.kind != "html" and item.body is not None
+        max_seconds = self.pdf_max_seconds if document else self.max_seconds
         work = partial(
-            process_page, item.html, item.url,
-            max_seconds=self.max_seconds, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens,
+            process_page, item.body if document else item.html, item.url,
+            max_seconds=max_seconds, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens,
+            kind=item.kind, pdf_max_pages=self.pdf_max_pages,
         )
         loop = asyncio.get_running_loop()
         if self.pool is None:
@@ -180,7 +199,7 @@ class ExtractionPipeline:
             self._slots = asyncio.Semaphore(self.workers)
         async with self._slots:
             try:
-                return await self._extract(item, work, loop)
+                return await self._extract(item, work, loop, max_seconds)
             except Exception as exc:  # noqa: BLE001 - a bug must cost this page, recorded, not lose it
                 outcome = internal_failure(item.url, exc, item.status)
                 log.error("%s: %s", item.url, outcome.reason, exc_info=exc)
@@ -188,7 +207,7 @@ class ExtractionPipeline:
                     self.crawler.stats.inc_value("webqa/failed/internal_error")
                 return outcome
 
-    async def _extract(self, item: FetchedPage, work: Any, loop: asyncio.AbstractEventLoop) -> Any:
+    async def _extract(self, item: FetchedPage, work: Any, loop: asyncio.AbstractEventLoop, max_seconds: float) -> Any:
         for attempt in (1, 2):
             pool = self.pool
             assert pool is not None
@@ -211,7 +230,7 @@ class ExtractionPipeline:
                         pool = self.pool
                 result: PageResult = await asyncio.wait_for(
                     asyncio.wrap_future(submitted),
-                    timeout=self.backstop_factor * self.max_seconds + self.backstop_seconds,
+                    timeout=self.backstop_factor * max_seconds + self.backstop_seconds,
                 )
                 break
             except asyncio.TimeoutError:
@@ -224,6 +243,11 @@ class ExtractionPipeline:
                 if attempt == 2:
                     return self._failed(item, "extraction worker died")
                 log.warning("An extraction worker died; cleaning %s again in a new pool", item.url)
+        if result.skipped:
+            log.info("Skipping %s: %s", item.url, result.skipped)
+            if self.crawler.stats is not None:
+                self.crawler.stats.inc_value("webqa/skipped/document")
+            return FetchOutcome(item.url, "skipped", result.skipped, item.status)
         if result.error or result.clean is None:
             return self._failed(item, result.error or "extraction produced nothing")
         clean = result.clean
@@ -231,7 +255,8 @@ class ExtractionPipeline:
         if stats is not None:
             stats.inc_value(f"webqa/extractor/{clean.method}")
         return ExtractedPage(
-            page=item, title=clean.title, lang=clean.lang, extractor=clean.method, text=clean.text,
+            # A document's bytes are not needed once read (and a page shipped through Redis is JSON).
+            page=dataclasses.replace(item, body=None) if item.body is not None else item, title=clean.title, lang=clean.lang, extractor=clean.method, text=clean.text,
             text_bytes=clean.text_bytes, chunks=list(result.chunks), seconds=result.seconds,
         )
 

@@ -30,6 +30,13 @@ class FetchedPage:
     # Same-host out-links, normalised, before the job's allow/deny: stored with the page, so that a
     # later 304 or fresh skip can still lead the crawl on to them.
     links: list[str] = field(default_factory=list)
+    # Where a noindex directive for webqa was found (meta tag, X-Robots-Tag), or None (pipelines/robots_meta.py).
+    noindex: str | None = None
+    # What the response is (pipelines/formats.py): "html" (decoded into ``html``) or "pdf" (its bytes in ``body``).
+    kind: str = "html"
+    body: bytes | None = None
+    # The same-host canonical URL it names (<link rel="canonical">, Link header), when not its own.
+    canonical: str | None = None
 
 
 @dataclass
@@ -94,5 +101,6 @@ def is_failure(outcome: str, reason: str) -> bool:
 
 # The spider's and the robots.txt middleware's words for skips that drop a stored page (see dropped_reason),
 # and for skips that are failures all the same (see is_failure).
-DROPPING_SKIPS = ("disallowed by robots.txt", "robots.txt Crawl-delay", "not HTML", "binary content")
+DROPPING_SKIPS = ("disallowed by robots.txt", "robots.txt Crawl-delay", "not HTML", "binary content", "noindex",
+                  "PDF is encrypted", "PDF has no text layer")
 FAILING_SKIPS = ("blocked", "robots.txt unreachable")

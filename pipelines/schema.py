@@ -6,7 +6,7 @@ keeps working instead of failing on a missing column.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -43,10 +43,10 @@ CREATE TABLE IF NOT EXISTS pages (
     content_type VARCHAR,
     etag VARCHAR,
     last_modified VARCHAR,
-    content_hash VARCHAR,                  -- sha256 of the HTML body
+    content_hash VARCHAR,                  -- sha256 of the body (HTML, or a PDF's bytes)
     title VARCHAR,
     lang VARCHAR,
-    extractor VARCHAR,                     -- main | recall | body | empty: which cleaning step produced the text
+    extractor VARCHAR,                     -- main | recall | body | empty, or pdf: which cleaning step produced the text
     html_bytes INTEGER,
     text_bytes INTEGER,
     text VARCHAR,
@@ -54,7 +54,10 @@ CREATE TABLE IF NOT EXISTS pages (
     extract_seconds DOUBLE,
     crawl_run_id BIGINT,                   -- the crawl that last wrote this row's content
     changed_at TIMESTAMP,                  -- when the content last changed
-    links_at TIMESTAMP                     -- when page_links was last written for it; NULL: stored before links were kept
+    links_at TIMESTAMP,                    -- when page_links was last written for it; NULL: stored before links were kept
+    canonical VARCHAR,                     -- the same-host URL it names as canonical (rel=canonical, Link header), when not its own
+    duplicate_of VARCHAR,                  -- the page whose chunks stand for it (its canonical, or the same text): none of its own
+    text_hash VARCHAR                      -- sha256 of its chunks (heading paths and texts): identical text is stored once
 );
 
 -- A page's same-host out-links (normalised, before the crawl's allow/deny, which are applied when they are
@@ -97,7 +100,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     text VARCHAR NOT NULL,
     token_estimate INTEGER NOT NULL,
     content_hash VARCHAR NOT NULL,         -- sha256 of text
-    embed_key VARCHAR NOT NULL             -- sha256 of what is embedded (heading path + text): the embedding cache key
+    embed_key VARCHAR NOT NULL,            -- sha256 of what is embedded (heading path + text): the embedding cache key
+    page INTEGER                           -- the page it starts on in a paged document (a PDF), cited as url#page=N
 );
 CREATE INDEX IF NOT EXISTS chunks_url ON chunks (url);
 
@@ -326,4 +330,14 @@ MIGRATIONS: dict[int, list[str]] = {
     6: ["ALTER TABLE answers ADD COLUMN IF NOT EXISTS host VARCHAR"],
     # 7: new pages' HTML stored compressed (page_html.html_z); the stored ones are read as they are.
     7: ["ALTER TABLE page_html ADD COLUMN IF NOT EXISTS html_z BLOB"],
+    # 8: PDF chunks keep their page; canonical pages and identical text are stored once (pipelines/duplicates.py).
+    8: [
+        "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS page INTEGER",
+        "ALTER TABLE pages ADD COLUMN IF NOT EXISTS canonical VARCHAR",
+        "ALTER TABLE pages ADD COLUMN IF NOT EXISTS duplicate_of VARCHAR",
+        "ALTER TABLE pages ADD COLUMN IF NOT EXISTS text_hash VARCHAR",
+        # The string pipelines/duplicates.py text_hash hashes: chunks in order, "heading path \x1f text", \x1e apart.
+        "UPDATE pages SET text_hash = h.hash FROM (SELECT url, sha256(string_agg(heading_path || chr(31) || text, "
+        "chr(30) ORDER BY ordinal)) AS hash FROM chunks GROUP BY url) h WHERE pages.url = h.url",
+    ],
 }

@@ -278,6 +278,20 @@ def bm25_rank(conn: duckdb.DuckDBPyConnection, question: str, scope: Sequence[st
                                    "heading_weight": heading_weight}).fetchall()
 
 
+def has_pages(conn: duckdb.DuckDBPyConnection) -> bool:
+    """Whether any chunk comes from a paged document (a PDF); cheap: row groups without one are skipped."""
+    return conn.execute("SELECT 1 FROM chunks WHERE page IS NOT NULL LIMIT 1").fetchone() is not None
+
+
+def chunk_pages(conn: duckdb.DuckDBPyConnection, chunk_ids: Sequence[str]) -> dict[str, int]:
+    """chunk_id → the page it starts on, for the chunks of paged documents (PDFs) among ``chunk_ids``."""
+    if not chunk_ids:
+        return {}
+    return dict(conn.execute(
+        "SELECT chunk_id, page FROM chunks WHERE page IS NOT NULL AND list_contains($ids, chunk_id)",
+        {"ids": list(chunk_ids)}).fetchall())
+
+
 def idf(conn: duckdb.DuckDBPyConnection, words: Sequence[str]) -> dict[str, float]:
     """word → its BM25 idf, for the words whose stem is indexed; document frequencies are counted from
     the postings themselves (the index keeps no statistics, see BM25_SQL)."""

@@ -22,7 +22,7 @@ from typing import Any
 import duckdb
 
 from pipelines.errors import DatabaseLockedError, StoreError
-from pipelines import defaults, schema, search_index, vectors
+from pipelines import defaults, duplicates, schema, search_index, vectors
 from pipelines.chunk import Chunk
 from pipelines.items import dropped_reason
 from pipelines.vectors import embed_key
@@ -60,6 +60,8 @@ class PageRecord:
     extract_seconds: float = 0.0
     # Same-host out-links, normalised, in page order (see page_links in pipelines/schema.py).
     links: tuple[str, ...] = ()
+    # The same-host canonical URL the page names, when not its own (pipelines/duplicates.py).
+    canonical: str | None = None
 
 
 @dataclass(frozen=True)
@@ -314,43 +316,64 @@ class Store:
         """``save_page`` for many pages in one transaction, one statement per table; the states in order.
 
         Values are bound as one list per column and unnested in SQL: a statement per page cost a commit
-        and a dozen round trips each (BENCHMARKS.md). URLs must be distinct within a batch.
+        and a dozen round trips each (BENCHMARKS.md). URLs must be distinct within a batch. A page that
+        duplicates another (its canonical, or the same chunks: pipelines/duplicates.py) is written without
+        chunks, its ``duplicate_of`` naming the page that holds them (``_settle_duplicates``).
         """
         if not pages:
             return []
         urls = [page.url for page, _ in pages]
         if len(set(urls)) != len(urls):
             raise StoreError("a batch of pages names a URL twice")
-        previous = dict(self.conn.execute(
-            "SELECT url, content_hash FROM pages WHERE list_contains($urls, url)", {"urls": urls}).fetchall())
-        states = ["unchanged" if previous.get(page.url) == page.content_hash else
+        previous = {url: (content_hash, duplicate_of) for url, content_hash, duplicate_of in self.conn.execute(
+            "SELECT url, content_hash, duplicate_of FROM pages WHERE list_contains($urls, url)", {"urls": urls}).fetchall()}
+        states = ["unchanged" if previous.get(page.url, (None,))[0] == page.content_hash else
                   "changed" if page.url in previous else "new" for page, _ in pages]
+        incoming = [duplicates.Incoming(page.url, page.text, duplicates.text_hash(chunks), page.canonical)
+                    for page, chunks in pages]
+        dup_of, demoted = self._duplicates(incoming, urls)
+        hashes = {item.url: item.text_hash for item in incoming}
         same = [page for (page, _), state in zip(pages, states) if state == "unchanged"]
         written = [(page, chunks) for (page, chunks), state in zip(pages, states) if state != "unchanged"]
+        # An unchanged page whose role changed: it now stands for another page's text (its chunks go), or it
+        # holds its text again (its chunks, at hand, are written).
+        was_dup = {url for url, (_, of) in previous.items() if of is not None}
+        now_dup = [page.url for page in same if page.url in dup_of and page.url not in was_dup]
+        now_holder = [(page, chunks) for (page, chunks), state in zip(pages, states)
+                      if state == "unchanged" and page.url in was_dup and page.url not in dup_of]
         with self.transaction():
             if same:
                 self.conn.execute(REFRESH_UNCHANGED_PAGES, _columns(
                     same, url=lambda p: p.url, fetched=lambda p: p.fetched_at, status=lambda p: p.status,
-                    final_url=lambda p: p.final_url, etag=lambda p: p.etag, last_modified=lambda p: p.last_modified))
+                    final_url=lambda p: p.final_url, etag=lambda p: p.etag, last_modified=lambda p: p.last_modified,
+                    canonical=lambda p: p.canonical, duplicate_of=lambda p: dup_of.get(p.url, (None,))[0]))
             if written:
-                changed_urls = [page.url for page, _ in written]
-                self.conn.execute("DELETE FROM chunks WHERE list_contains($urls, url)", {"urls": changed_urls})
-                replaced = [url for url in changed_urls if url in previous]
+                replaced = [page.url for page, _ in written if page.url in previous]
                 if replaced:
                     # Deleted first: DuckDB's INSERT OR REPLACE of an existing row costs several times a
                     # delete and an insert (BENCHMARKS.md, "The daily re-crawl as a crawl").
                     self.conn.execute("DELETE FROM page_html WHERE list_contains($urls, url)", {"urls": replaced})
                     self.conn.execute("DELETE FROM pages WHERE list_contains($urls, url)", {"urls": replaced})
                 records = [page for page, _ in written]
-                self.conn.execute(INSERT_PAGES, {**_columns(records, **_PAGE_COLUMNS), "run": crawl_run_id})
+                self.conn.execute(INSERT_PAGES, {**_columns(
+                    records, **_PAGE_COLUMNS, text_hash=lambda p: hashes[p.url],
+                    duplicate_of=lambda p: dup_of.get(p.url, (None,))[0]), "run": crawl_run_id})
                 self.conn.execute(INSERT_PAGE_HTML, _columns(records, url=lambda p: p.url, html=lambda p: compress_html(p.html)))
+            # Chunks of the pages written, and of those whose role changed; a duplicate has none.
+            with_chunks = [(page, chunks) for page, chunks in [*written, *now_holder] if page.url not in dup_of]
+            touched = [page.url for page, _ in [*written, *now_holder]] + now_dup
+            if touched:
+                self.conn.execute("DELETE FROM chunks WHERE list_contains($urls, url)", {"urls": touched})
                 rows = [(c.chunk_id, page.url, c.ordinal, c.heading, c.text, c.token_estimate, c.content_hash,
-                         embed_key(c.heading, c.text)) for page, chunks in written for c in chunks]
+                         embed_key(c.heading, c.text), c.page) for page, chunks in with_chunks for c in chunks]
                 if rows:
                     self.conn.execute(INSERT_CHUNKS, _columns(
                         rows, chunk_id=lambda r: r[0], url=lambda r: r[1], ordinal=lambda r: r[2], heading=lambda r: r[3],
-                        text=lambda r: r[4], tokens=lambda r: r[5], hash=lambda r: r[6], key=lambda r: r[7]))
-                self.index_pages(changed_urls, rows)
+                        text=lambda r: r[4], tokens=lambda r: r[5], hash=lambda r: r[6], key=lambda r: r[7],
+                        page=lambda r: r[8]))
+                self.index_pages(touched, rows)
+            self._settle_duplicates([page for page, _ in pages], {page.url for page, _ in written}, dup_of, hashes,
+                                    demoted)
             self.conn.execute("DELETE FROM page_links WHERE list_contains($urls, url)", {"urls": urls})
             links = [(page.url, target, ordinal) for page, _ in pages for ordinal, target in enumerate(page.links)]
             if links:
@@ -358,9 +381,69 @@ class Store:
                     links, url=lambda r: r[0], target=lambda r: r[1], ordinal=lambda r: r[2]))
         return states
 
+    def _duplicates(self, incoming: Sequence[duplicates.Incoming], urls: Sequence[str]
+                    ) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+        """The batch's duplicates and the stored pages they demote (pipelines/duplicates.py ``decide``)."""
+        hashes = sorted({item.text_hash for item in incoming if item.text_hash})
+        named = sorted({item.canonical for item in incoming if item.canonical})
+        if not hashes:
+            return {}, {}
+        stored_by_hash = dict(self.conn.execute(
+            # A stored page naming a page of the batch as its canonical defers to it (``_settle_duplicates``).
+            "SELECT text_hash, min(url) FROM pages WHERE list_contains($hashes, text_hash) AND duplicate_of IS NULL "
+            "AND content_hash IS NOT NULL AND NOT list_contains($urls, url) "
+            "AND (canonical IS NULL OR NOT list_contains($urls, canonical)) GROUP BY text_hash",
+            {"hashes": hashes, "urls": list(urls)}).fetchall())
+        stored_texts = dict(self.conn.execute(
+            "SELECT url, text FROM pages WHERE list_contains($named, url) AND duplicate_of IS NULL "
+            "AND content_hash IS NOT NULL AND NOT list_contains($urls, url)",
+            {"named": named, "urls": list(urls)}).fetchall()) if named else {}
+        return duplicates.decide(incoming, stored_by_hash, stored_texts)
+
+    def _settle_duplicates(self, batch: Sequence[PageRecord], rewritten: set[str], dup_of: dict[str, tuple[str, str]],
+                           hashes: dict[str, str | None], demoted: dict[str, str]) -> None:
+        """After a batch is written: stored pages naming one of its pages as canonical, or whose text a page of
+        it now holds (``demoted``), become its duplicates; stored duplicates of a page rewritten with other text,
+        or now a duplicate itself, are released."""
+        urls = [page.url for page in batch]
+        holders = {page.url: page for page in batch if page.url not in dup_of and hashes.get(page.url)}
+        if holders:
+            claims = self.conn.execute(
+                "SELECT url, text, canonical FROM pages WHERE list_contains($holders, canonical) AND duplicate_of IS NULL "
+                "AND content_hash IS NOT NULL AND NOT list_contains($urls, url)",
+                {"holders": sorted(holders), "urls": urls}).fetchall()
+            claimed = [(url, canonical) for url, text, canonical in claims if duplicates.covers(holders[canonical].text, text)]
+            claimed += [(url, holder) for url, holder in demoted.items() if url not in dict(claimed)]
+            if claimed:
+                self.conn.execute(
+                    "UPDATE pages SET duplicate_of = v.of FROM (SELECT unnest($url) AS url, unnest($of) AS of) v "
+                    "WHERE pages.url = v.url", _columns(claimed, url=lambda r: r[0], of=lambda r: r[1]))
+                gone = [url for url, _ in claimed]
+                self.conn.execute("DELETE FROM chunks WHERE list_contains($urls, url)", {"urls": gone})
+                self.index_pages(gone)
+        changed = [url for url in urls if url in rewritten or url in dup_of] + list(demoted)
+        if not changed:
+            return
+        stale = []
+        for url, of, text, text_hash, canonical in self.conn.execute(
+                "SELECT url, duplicate_of, text, text_hash, canonical FROM pages WHERE list_contains($changed, duplicate_of) "
+                "AND NOT list_contains($urls, url)", {"changed": changed, "urls": urls}).fetchall():
+            holder = holders.get(of)
+            why = duplicates.CANONICAL if canonical == of else duplicates.SAME_TEXT
+            if holder is None or not duplicates.still_holds(why, text or "", text_hash, holder.text, hashes.get(of)):
+                stale.append(url)
+        if stale:
+            self.conn.execute(RELEASE_DUPLICATES, {"urls": stale})
+
+    def _release_duplicates_of(self, urls: Sequence[str]) -> None:
+        """The duplicates of pages no longer standing for them: fetched in full (and their text stored) next time."""
+        self.conn.execute(RELEASE_DUPLICATES.replace("list_contains($urls, url)", "list_contains($urls, duplicate_of)"),
+                          {"urls": list(urls)})
+
     def delete_page(self, url: str) -> bool:
         """Remove a stored page, its chunks and their index rows, in one transaction; False if absent."""
         with self.transaction():
+            self._release_duplicates_of([url])
             row = self.conn.execute("DELETE FROM pages WHERE url = ? RETURNING url", [url]).fetchone()
             self.conn.execute("DELETE FROM page_html WHERE url = ?", [url])
             self.conn.execute("DELETE FROM page_links WHERE url = ?", [url])
@@ -457,6 +540,10 @@ class Store:
         if rows:
             self.conn.execute(INSERT_FETCH_LOG, {"run": crawl_run_id, "now": utcnow(), **_columns(
                 rows, url=lambda r: r[0], outcome=lambda r: r[1], reason=lambda r: r[2], status=lambda r: r[3])})
+            # A page gone or refused no longer stands for its duplicates: they are fetched in full next time.
+            dropped = [url for url, outcome, reason, status in rows if dropped_reason(outcome, status, reason)]
+            if dropped:
+                self._release_duplicates_of(dropped)
 
     def crawl_failures(self, crawl_run_id: int) -> list[dict[str, Any]]:
         """URLs that produced no page in this crawl (failed or skipped), why, and their stored copy's age.
@@ -505,8 +592,23 @@ class Store:
         return int(row[0]) if row else 0
 
     def stored_urls(self, urls: Sequence[str]) -> list[str]:
-        rows = self.conn.execute("SELECT url FROM pages WHERE list_contains(?, url)", [list(urls)]).fetchall()
+        """The stored pages among ``urls``, and the pages their duplicates stand for (whose chunks hold their
+        text: pipelines/duplicates.py)."""
+        rows = self.conn.execute(
+            "SELECT url FROM pages WHERE list_contains($urls, url) UNION "
+            "SELECT duplicate_of FROM pages WHERE list_contains($urls, url) AND duplicate_of IS NOT NULL "
+            "ORDER BY 1", {"urls": list(urls)}).fetchall()
         return [r[0] for r in rows]
+
+    def duplicates(self, urls: Sequence[str] | None = None) -> list[dict[str, str]]:
+        """The stored pages (among ``urls``; None: all) that are duplicates: url, the page holding their text,
+        and why (rel=canonical, same text)."""
+        where, params = ("", {}) if urls is None else (" AND list_contains($urls, url)", {"urls": list(urls)})
+        rows = self.conn.execute(
+            f"SELECT url, duplicate_of, canonical IS NOT DISTINCT FROM duplicate_of FROM pages "
+            f"WHERE duplicate_of IS NOT NULL{where} ORDER BY url", params).fetchall()
+        return [{"url": url, "duplicate_of": of, "reason": duplicates.CANONICAL if named else duplicates.SAME_TEXT}
+                for url, of, named in rows]
 
     def page_written_at(self, url: str, fetched_at: datetime) -> bool | None:
         """For a page stored with this fetch time: whether that write changed its content; None if not stored so."""
@@ -549,17 +651,25 @@ class Store:
 # lists are unnested side by side, so a batch of pages costs one statement per table.
 REFRESH_UNCHANGED_PAGES = """
 UPDATE pages SET checked_at = v.fetched, fetched_at = v.fetched, status = v.status, final_url = v.final_url, etag = v.etag,
-    last_modified = v.last_modified, links_at = v.fetched
+    last_modified = v.last_modified, links_at = v.fetched, canonical = v.canonical, duplicate_of = v.duplicate_of
 FROM (SELECT unnest($url) AS url, unnest($fetched)::TIMESTAMP AS fetched, unnest($status)::INTEGER AS status,
              unnest($final_url)::VARCHAR AS final_url, unnest($etag)::VARCHAR AS etag,
-             unnest($last_modified)::VARCHAR AS last_modified) v
+             unnest($last_modified)::VARCHAR AS last_modified, unnest($canonical)::VARCHAR AS canonical,
+             unnest($duplicate_of)::VARCHAR AS duplicate_of) v
 WHERE pages.url = v.url
+"""
+# Duplicates whose page no longer stands for them: no stored copy and no validators, so that the next crawl
+# fetches them in full and stores their own text (or finds them duplicates again).
+RELEASE_DUPLICATES = """
+UPDATE pages SET duplicate_of = NULL, content_hash = NULL, etag = NULL, last_modified = NULL, checked_at = NULL,
+    fetched_at = NULL
+WHERE list_contains($urls, url)
 """
 MARK_CHECKED = """
 UPDATE pages SET checked_at = $now, etag = coalesce(v.etag, pages.etag),
     last_modified = coalesce(v.last_modified, pages.last_modified)
 FROM (SELECT unnest($url) AS url, unnest($etag)::VARCHAR AS etag, unnest($last_modified)::VARCHAR AS last_modified) v
-WHERE pages.url = v.url
+WHERE pages.url = v.url AND pages.content_hash IS NOT NULL  -- a released duplicate keeps no validators (RELEASE_DUPLICATES)
 """
 INSERT_FETCH_LOG = """
 INSERT INTO fetch_log (crawl_run_id, url, logged_at, status, outcome, reason)
@@ -568,22 +678,24 @@ SELECT $run, unnest($url), $now, unnest($status)::INTEGER, unnest($outcome)::VAR
 INSERT_PAGES = """
 INSERT OR REPLACE INTO pages (url, final_url, status, fetched_at, checked_at, content_type, etag, last_modified,
     content_hash, title, lang, extractor, html_bytes, text_bytes, text, depth, extract_seconds, crawl_run_id,
-    changed_at, links_at)
+    changed_at, links_at, canonical, duplicate_of, text_hash)
 SELECT url, final_url, status, fetched, fetched, content_type, etag, last_modified, hash, title, lang, extractor, html_bytes,
-       text_bytes, text, depth, extract_seconds, $run, fetched, fetched
+       text_bytes, text, depth, extract_seconds, $run, fetched, fetched, canonical, duplicate_of, text_hash
 FROM (SELECT unnest($url) AS url, unnest($final_url)::VARCHAR AS final_url, unnest($status)::INTEGER AS status,
              unnest($fetched)::TIMESTAMP AS fetched, unnest($content_type)::VARCHAR AS content_type,
              unnest($etag)::VARCHAR AS etag, unnest($last_modified)::VARCHAR AS last_modified,
              unnest($hash)::VARCHAR AS hash, unnest($title)::VARCHAR AS title, unnest($lang)::VARCHAR AS lang,
              unnest($extractor)::VARCHAR AS extractor, unnest($html_bytes)::INTEGER AS html_bytes,
              unnest($text_bytes)::INTEGER AS text_bytes, unnest($text)::VARCHAR AS text,
-             unnest($depth)::INTEGER AS depth, unnest($extract_seconds)::DOUBLE AS extract_seconds)
+             unnest($depth)::INTEGER AS depth, unnest($extract_seconds)::DOUBLE AS extract_seconds,
+             unnest($canonical)::VARCHAR AS canonical, unnest($duplicate_of)::VARCHAR AS duplicate_of,
+             unnest($text_hash)::VARCHAR AS text_hash)
 """
 INSERT_PAGE_HTML = "INSERT OR REPLACE INTO page_html (url, html_z) SELECT unnest($url), unnest($html)::BLOB"
 INSERT_CHUNKS = """
 INSERT OR REPLACE INTO chunks
 SELECT unnest($chunk_id), unnest($url), unnest($ordinal)::INTEGER, unnest($heading)::VARCHAR, unnest($text)::VARCHAR,
-       unnest($tokens)::INTEGER, unnest($hash), unnest($key)
+       unnest($tokens)::INTEGER, unnest($hash), unnest($key), unnest($page)::INTEGER
 """
 INSERT_PAGE_LINKS = "INSERT INTO page_links (url, target, ordinal) SELECT unnest($url), unnest($target), unnest($ordinal)"
 
@@ -611,7 +723,7 @@ _PAGE_COLUMNS: dict[str, Any] = {
     "last_modified": lambda p: p.last_modified, "hash": lambda p: p.content_hash, "title": lambda p: p.title,
     "lang": lambda p: p.lang, "extractor": lambda p: p.extractor, "html_bytes": lambda p: p.html_bytes,
     "text_bytes": lambda p: p.text_bytes, "text": lambda p: p.text, "depth": lambda p: p.depth,
-    "extract_seconds": lambda p: float(p.extract_seconds),
+    "extract_seconds": lambda p: float(p.extract_seconds), "canonical": lambda p: p.canonical,
 }
 
 

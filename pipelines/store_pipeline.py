@@ -141,6 +141,9 @@ class StorePipeline:
             status = crawl_status(STORAGE_ERROR if self.failure else reason)
             if self.failure is None:
                 self._record_job_pages(complete=status == "done")
+                # The crawl's pages stored as duplicates of another (canonical, same text): listed in the summary.
+                reached = list(getattr(self.crawler.spider, "reached", {}))
+                self._inc("duplicates", len(self.store.duplicates(reached)) if reached else 0)
             self.store.finish_crawl(self.crawl_run_id, status, counts)
         except STORAGE_ERRORS as exc:
             self._failed(exc, stop=False)  # the run keeps its 'running' row; the next crawl marks it 'killed'
@@ -323,8 +326,9 @@ def _record(item: ExtractedPage) -> PageRecord:
         url=page.url, final_url=page.final_url, status=page.status, fetched_at=page.fetched_at,
         content_type=page.content_type, etag=page.etag, last_modified=page.last_modified,
         content_hash=page.content_hash, title=item.title, lang=item.lang, extractor=item.extractor,
-        html_bytes=page.html_bytes, text_bytes=item.text_bytes, text=item.text, html=page.html,
-        depth=page.depth, extract_seconds=item.seconds, links=tuple(page.links),
+        # A document that is not HTML (a PDF) keeps its text in page_html, for `webqa eval`'s "in the page?".
+        html_bytes=page.html_bytes, text_bytes=item.text_bytes, text=item.text, html=page.html if page.kind == "html" else item.text,
+        depth=page.depth, extract_seconds=item.seconds, links=tuple(page.links), canonical=page.canonical,
     )
 
 

@@ -360,7 +360,10 @@ def test_no_wider_retry_when_it_would_send_the_same_sources(tmp_path: Path, llm:
     path = tmp_path / "dupes.duckdb"
     pages = {
         "http://x.test/": [(("Doc", "Alpha"), "Zebra stripes are black and white on every animal.")],
-        "http://y.test/": [(("Doc", "Alpha"), "Zebra stripes are black and white on every animal.")],
+        # Not the same page as x.test (the store keeps identical pages once: tests/test_duplicates.py), but the
+        # same section: the packing's duplicate.
+        "http://y.test/": [(("Doc", "Alpha"), "Zebra stripes are black and white on every animal."),
+                           (("Doc", "Gamma"), "Lions sleep through the hottest hours of the day.")],
         "http://z.test/": [(("Doc", "Beta"), "Zebra herds migrate across the plains every year.")],
     }
     with RunStore.open(path) as store:

@@ -188,7 +188,9 @@ def test_bad_cases_are_recorded_and_the_crawl_goes_on(site: SiteServer, tmp_path
     assert log[url(0, "/broken.html")] == ("failed", "HTTP 500", 500)
     assert len(site.requests_for(0, "/broken.html")) == RETRY_TIMES + 1
     assert len(site.requests_for(0, "/missing.html")) == 1
-    assert log[url(0, "/paper.pdf")] == ("skipped", "not HTML (application/pdf)", 200)
+    # Served as a PDF and read as one (tests/test_pdf.py): bytes that are no PDF fail, saying so.
+    assert log[url(0, "/paper.pdf")] == ("failed", "not a readable PDF (PDFSyntaxError: No /Root object! - Is this "
+                                                   "really a PDF?)", 200)
     assert log[url(0, "/logo.png")] == ("skipped", "not HTML (image/png)", 200)
     assert log[url(0, "/empty.html")] == ("failed", "empty body", 200)
     assert log[url(1, "/loop0.html")] == ("failed", f"too many redirects (more than {REDIRECT_MAX_TIMES})", None)
@@ -216,7 +218,7 @@ def test_bad_cases_are_recorded_and_the_crawl_goes_on(site: SiteServer, tmp_path
     assert url(1, "/new-home.html") not in stored
 
     counts = summary(result)
-    assert (counts["fetched"], counts["skipped"], counts["failed"]) == (6, 2, 6)
+    assert (counts["fetched"], counts["skipped"], counts["failed"]) == (6, 1, 7)  # paper.pdf: a PDF that is not one, failed
 
 
 def test_timeout_and_oversize_are_recorded(site: SiteServer, tmp_path: Path) -> None:

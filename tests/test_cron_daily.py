@@ -117,8 +117,8 @@ def test_a_page_refused_now_is_dropped_not_stale_and_the_run_is_clean(tmp_path: 
         (tmp_path / "w.duckdb.robots.json").unlink(missing_ok=True)
         why = "robots.txt Crawl-delay 120 s exceeds the maximum 30 s; host skipped"
     else:
-        site.add(0, "/widget.html", "%PDF-1.4 not a page", content_type="application/pdf")
-        why = "not HTML (application/pdf)"
+        site.add(0, "/widget.html", "PK\x03\x04 not a page", content_type="application/zip")  # PDFs are read now
+        why = "not HTML (application/zip)"
     second = quiet_run(job, db, out, host=llm.url)
     assert silent(second), (second.returncode, second.stdout, second.stderr)
     record = the_run(db, 2)
@@ -368,11 +368,11 @@ def test_resume_and_eval_do_not_bring_a_removed_page_back(tmp_path: Path, llm: F
 
 def test_a_job_whose_only_url_is_skipped_says_why_in_its_one_line(tmp_path: Path, llm: FakeOllama,
                                                                    site: SiteServer) -> None:
-    site.add(0, "/manual.pdf", "%PDF-1.4 not a page", content_type="application/pdf")
-    pdf = site.url(0, "/manual.pdf")
+    site.add(0, "/manual.zip", "PK\x03\x04 not a page", content_type="application/zip")  # PDFs are read now
+    pdf = site.url(0, "/manual.zip")
     job = job_file(tmp_path / "job.yaml", "daily", [pdf], ["port"])
     done = quiet_run(job, tmp_path / "w.duckdb", tmp_path / "out", host=llm.url)
     assert done.returncode == 3 and done.stdout == ""  # nothing to answer from
     (line,) = done.stderr.splitlines()
     assert line == f"Error: no page of job daily can be answered from (1 URLs were skipped: {pdf} (not HTML " \
-                   "(application/pdf)))", line
+                   "(application/zip)))", line

@@ -151,7 +151,8 @@ def _config(options: CrawlOptions, prep: dict[str, Any], lease_seconds: float) -
     return {
         "delay": options.delay,
         "hosts": {h: {"delay": p.delay, "concurrency": p.concurrency} for h, p in options.hosts.items()},
-        "contact": options.contact, "obey_robots": options.obey_robots, "max_crawl_delay": options.max_crawl_delay,
+        "contact": options.contact, "obey_robots": options.obey_robots,
+        "obey_noindex": options.obey_noindex, "pdf_max_pages": options.pdf_max_pages, "max_crawl_delay": options.max_crawl_delay,
         "allow_private_networks": allows_private_networks(options), "timeout": options.timeout,
         "max_bytes": options.max_bytes, "depth": options.depth, "max_pages": options.max_pages,
         "allow": list(options.allow), "deny": list(options.deny), "follow": options.follow,

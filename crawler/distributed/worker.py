@@ -224,6 +224,8 @@ def worker_settings(config: dict[str, Any], redis_url: str, prefix: str, *, extr
     hosts = {h: HostPolicy(p.get("delay"), p.get("concurrency")) for h, p in config["hosts"].items()}
     options = CrawlOptions(
         delay=config["delay"], hosts=hosts, contact=config.get("contact"), obey_robots=config["obey_robots"],
+        obey_noindex=config.get("obey_noindex", True),
+        pdf_max_pages=int(config.get("pdf_max_pages") or CrawlOptions.pdf_max_pages),
         max_crawl_delay=config["max_crawl_delay"], allow_private_networks=_private_networks(config),
         timeout=config["timeout"], max_bytes=config["max_bytes"], extract_workers=extract_workers, verbose=verbose,
     )

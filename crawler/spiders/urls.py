@@ -41,17 +41,22 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.internet import error as twisted_errors
 from twisted.python.failure import Failure
 
+from crawler.canonical import declared_canonical
 from crawler.middlewares.internal_error import guarded
+from crawler.middlewares.robots import product_token
 from crawler.middlewares.ssrf import GuardedResolver, blocked_reason_for_host
+from crawler.spiders.sitemap_reader import SitemapReader
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
 from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
+from pipelines import defaults
 from pipelines.defaults import MAX_URL_LENGTH
+from pipelines.formats import HTML_TYPES, document_kind
 from pipelines.items import FetchedPage, FetchOutcome
 from pipelines.redact import inert, redact_text, redact_url
+from pipelines.robots_meta import Directives, page_directives
 
 log = logging.getLogger(__name__)
 
-HTML_TYPES = ("text/html", "application/xhtml+xml")
 # What scrapy's LinkExtractor lets through (scrapy.linkextractors._is_valid_url; its deny_extensions default).
 _LINK_SCHEMES = frozenset({"http", "https", "file", "ftp"})
 _IGNORED_EXTENSIONS = {"." + e for e in IGNORED_EXTENSIONS}
@@ -70,7 +75,7 @@ def _split_arg(value: str | Iterable[str] | None) -> list[str]:
     return list(value)
 
 
-class UrlsSpider(scrapy.Spider):
+class UrlsSpider(SitemapReader, scrapy.Spider):
     name = "urls"
 
     def __init__(
@@ -86,6 +91,8 @@ class UrlsSpider(scrapy.Spider):
         follow: str = "same_host",
         stored_links: Mapping[str, Sequence[str]] | None = None,
         fresh: Iterable[str] = (),
+        stored_at: Mapping[str, datetime] | None = None,
+        sitemap_max_urls: int | str = defaults.SITEMAP_MAX_URLS,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -109,6 +116,10 @@ class UrlsSpider(scrapy.Spider):
         self.stored_links: Mapping[str, Sequence[str]] = stored_links or {}
         # URLs fetched or confirmed within crawl.recrawl_after: not requested, but reached all the same.
         self.fresh = frozenset(fresh)
+        # url → when its stored copy was last downloaded or confirmed: a sitemap's <lastmod> before it
+        # means the page is unchanged (counted fresh, not requested). Empty with --refresh.
+        self.stored_at: Mapping[str, datetime] = stored_at or {}
+        self.sitemap_max_urls = int(sitemap_max_urls)
         self.scheduled = 0
         self.max_url_length = MAX_URL_LENGTH
         self.seen: set[str] = set()
@@ -150,16 +161,17 @@ class UrlsSpider(scrapy.Spider):
             self._count("skipped/invalid_url")
             yield problem_outcome(problem)
         # Fresh listed URLs last: the links they lead to must not take max_pages from listed URLs.
-        for listed in sorted(self.listed, key=lambda entry: entry.url in self.fresh):
-            for request in self._schedule(listed.url, depth=0):
+        for listed in sorted(self.listed, key=lambda entry: entry.url in self.fresh and not entry.sitemap):
+            for request in self.sitemap_request(listed.url) if listed.sitemap else self._schedule(listed.url, depth=0):
                 yield request
 
-    def _schedule(self, url: str, depth: int) -> Iterator[scrapy.Request | FetchOutcome]:
-        """The request for ``url``; for a fresh URL, none, but the requests its stored links lead to."""
+    def _schedule(self, url: str, depth: int, *, fresh: bool = False) -> Iterator[scrapy.Request | FetchOutcome]:
+        """The request for ``url``; for a fresh URL (or ``fresh``: a sitemap's lastmod says so), none, but the
+        requests its stored links lead to."""
         if self._too_long(url):
             yield from self._record_too_long(url, depth)
             return
-        if url in self.fresh and url not in self.seen:
+        if (fresh or url in self.fresh) and url not in self.seen:
             self.seen.add(url)
             self.reached[url] = depth
             if self.crawler is not None and self.crawler.stats is not None:
@@ -224,8 +236,12 @@ class UrlsSpider(scrapy.Spider):
         content_type = _header(response, "Content-Type")
         mime = (content_type or "").split(";", 1)[0].strip().lower()
         if not isinstance(response, TextResponse) or (mime and mime not in HTML_TYPES):
+            if response.body and document_kind(mime, response.body) == "pdf":
+                yield self._document(response, listed_url, depth, content_type, "pdf")
+                return
             self._count("skipped/not_html")
-            yield FetchOutcome(listed_url, "skipped", f"not HTML ({mime or 'no Content-Type'})", response.status)
+            hint = "; a sitemap? list it as 'sitemap: URL'" if looks_like_sitemap(response.body) else ""
+            yield FetchOutcome(listed_url, "skipped", f"not HTML ({mime or 'no Content-Type'}){hint}", response.status)
             return
         if not response.body.strip():
             self._count("failed/empty_body")
@@ -248,7 +264,16 @@ class UrlsSpider(scrapy.Spider):
             self._count("failed/garbled")
             yield FetchOutcome(listed_url, "failed", f"garbled text after decoding as {response.encoding}", response.status)
             return
-        links = self._page_links(response)
+        robots = self._robots_directives(response)
+        if robots.nofollow:
+            self._count("count/nofollow")
+            log.debug("Not following the links of %s: nofollow (%s)", listed_url, robots.nofollow)
+        # A nofollow page keeps no links either: a later 304 must not lead on to them.
+        links = [] if robots.nofollow else self._page_links(response)
+        # The page it names as canonical is followed like a link (the store then keeps one copy of the text).
+        canonical = declared_canonical(response, listed_url)
+        if canonical is not None and not robots.nofollow and canonical not in links:
+            links.append(canonical)
         yield FetchedPage(
             url=listed_url,
             final_url=redact_url(response.url),  # a redirect may have added credentials
@@ -262,8 +287,37 @@ class UrlsSpider(scrapy.Spider):
             depth=depth,
             fetched_at=datetime.now(timezone.utc).replace(tzinfo=None),
             links=links,
+            noindex=robots.noindex,
+            canonical=canonical,
         )
         yield from self._follow(links, depth)
+
+    def _document(self, response: Response, listed_url: str, depth: int, content_type: str | None,
+                  kind: str) -> FetchedPage:
+        """A document that is not a web page (a PDF): its bytes, for the extraction pool to read. No links are
+        followed from it; its X-Robots-Tag counts like a page's."""
+        return FetchedPage(
+            url=listed_url, final_url=response.url, status=response.status, content_type=content_type,
+            etag=_header(response, "ETag"), last_modified=_header(response, "Last-Modified"), html="",
+            html_bytes=len(response.body), content_hash=hashlib.sha256(response.body).hexdigest(), depth=depth,
+            fetched_at=datetime.now(timezone.utc).replace(tzinfo=None), noindex=self._robots_directives(response).noindex,
+            kind=kind, body=response.body, canonical=declared_canonical(response, listed_url),
+        )
+
+    def _robots_directives(self, response: Response) -> Directives:
+        """The page's robots directives (meta tags and X-Robots-Tag); none when the crawl ignores robots rules."""
+        crawler = getattr(self, "crawler", None)
+        settings = crawler.settings if crawler is not None else None
+        if settings is not None and not settings.getbool("ROBOTSTXT_OBEY"):
+            return Directives()
+        agent = (settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT")) if settings is not None else None
+        token = product_token(agent or defaults.user_agent())
+        headers = [v.decode("latin-1") for v in response.headers.getlist("X-Robots-Tag")]
+        meta: list[tuple[str, str]] = []
+        if isinstance(response, TextResponse):
+            meta = [(m.attrib.get("name", ""), m.attrib.get("content", ""))
+                    for m in response.xpath("//meta[@name and @content]")]
+        return page_directives(meta, headers, token)
 
     def _page_links(self, response: TextResponse) -> list[str]:
         """The page's links to its own (final) host, normalised, in page order, each once.
@@ -361,9 +415,15 @@ class UrlsSpider(scrapy.Spider):
         # Not downloaded (timeout, refused, robots.txt …): the pages below are still checked, each on its own.
         yield from self._follow_stored(url, request.meta.get("webqa_depth", 0))
 
-    def _count(self, key: str) -> None:
+    def _count(self, key: str, by: int = 1) -> None:
         if self.crawler is not None and self.crawler.stats is not None:
-            self.crawler.stats.inc_value(f"webqa/{key}")
+            self.crawler.stats.inc_value(f"webqa/{key}", by)
+
+
+def looks_like_sitemap(body: bytes) -> bool:
+    """An XML body whose first element is a sitemap's (or a gzip file, as ``.xml.gz`` sitemaps are)."""
+    head = body[:1024]
+    return head.startswith(b"\x1f\x8b") or b"<urlset" in head or b"<sitemapindex" in head
 
 
 def problem_outcome(problem: UrlProblem) -> FetchOutcome:
