@@ -9,10 +9,10 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import FrameType
 
-from pipelines import defaults
+from pipelines import defaults, languages
 from pipelines.chunk import Chunk, split_blocks
 from pipelines.clean import CleanResult, clean_page
 from pipelines.formats import Unreadable, extract_document
@@ -111,6 +111,9 @@ def process_page(
                 clean, blocks = clean_page(html, url)
             else:
                 clean, blocks = extract_document(kind, html, url, pdf_max_pages=pdf_max_pages)
+            if clean.lang is None and clean.text:
+                # Undeclared: told from the text, since it chooses the page's stemmer (pipelines/languages.py).
+                clean = replace(clean, lang=languages.detect(clean.text))
             chunks = split_blocks(blocks, url, max_tokens=max_tokens, overlap_tokens=overlap_tokens)
         finally:
             restore()

@@ -1,0 +1,95 @@
+"""Which language a page or a question is in, and which Snowball stemmer and stop list index it.
+
+A page's language is the one its HTML or PDF declares (pipelines/clean.py, pipelines/pdf.py), else the one its
+text shows (``detect``, at extraction: pipelines/extract.py); a question's is told from its words among the
+languages of the indexed pages (``question_stemmer``). Everything not recognised is English, indexed as
+before: the Porter stemmer and the short stop list of pipelines/search_index.py.
+
+The stop lists are Snowball's (pipelines/stopwords/, copied once from PostgreSQL's tsearch_data).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+# The stemmer of English, and of every page whose language is unknown or has no stemmer here.
+ENGLISH = "porter"
+
+# ISO 639-1 code → the Snowball stemmer of DuckDB's fts extension (``stem(word, name)``) with a stop list
+# in pipelines/stopwords/.
+STEMMERS = {
+    "da": "danish", "nl": "dutch", "fi": "finnish", "fr": "french", "de": "german", "hu": "hungarian",
+    "it": "italian", "no": "norwegian", "nb": "norwegian", "nn": "norwegian", "pt": "portuguese",
+    "ru": "russian", "es": "spanish", "sv": "swedish", "tr": "turkish",
+}
+_CODES = {"english": "en", **{name: code for code, name in STEMMERS.items() if code not in ("nb", "nn")}}
+
+_STOPWORD_DIR = Path(__file__).parent / "stopwords"
+
+# ``detect`` names a language only when its stop words are at least this many of the text's words and
+# this many times those of the runner-up: a page of code, a table of numbers or a short text stays unknown.
+MIN_HITS = 8
+MIN_SHARE = 0.15
+MIN_LEAD = 1.5
+
+
+def stemmer(lang: str | None) -> str:
+    """The stemmer for a language tag ("es", "sv-SE", "pt_BR"; None): ENGLISH unless one is known."""
+    if not lang:
+        return ENGLISH
+    return STEMMERS.get(re.split(r"[-_]", lang.strip().lower(), maxsplit=1)[0], ENGLISH)
+
+
+@functools.cache
+def stop_words(name: str) -> frozenset[str]:
+    """Snowball's stop list for a stemmer name ("spanish"; "english" for detection only), lower case."""
+    path = _STOPWORD_DIR / f"{name}.txt"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return frozenset(w.strip().lower() for w in lines if w.strip() and not w.startswith("#"))
+
+
+def stop_rows() -> list[tuple[str, str]]:
+    """(stemmer, word) for every stemmer but ENGLISH, whose stop list pipelines/search_index.py keeps."""
+    return sorted({(name, w) for name in set(STEMMERS.values()) for w in stop_words(name)})
+
+
+def words(text: str) -> list[str]:
+    """The lower-case words of ``text`` (letters and digits of any script)."""
+    return re.findall(r"[^\W_]+", text.lower())
+
+
+def _hits(tokens: Iterable[str], names: Iterable[str]) -> list[tuple[int, str]]:
+    tokens = list(tokens)
+    return sorted(((sum(t in stop_words(n) for t in tokens), n) for n in names), reverse=True)
+
+
+def detect(text: str, *, sample: int = 20000) -> str | None:
+    """The ISO 639-1 code of the language ``text`` is written in, told from Snowball's stop words (its first
+    ``sample`` characters), or None when no language clearly leads (too short, code, mixed)."""
+    tokens = words(text[:sample])
+    if not tokens:
+        return None
+    names = {"english", *STEMMERS.values()}
+    (best, name), (second, _) = _hits(tokens, names)[:2]
+    if best < MIN_HITS or best < MIN_SHARE * len(tokens) or best < MIN_LEAD * second:
+        return None
+    return _CODES[name]
+
+
+def question_stemmer(question: str, indexed: Iterable[str]) -> str:
+    """The stemmer for a question, among the stemmers ``indexed`` (those of the indexed pages): the only one,
+    or the one whose stop words the question uses most, more than English's; else ENGLISH."""
+    others = sorted(set(indexed) - {ENGLISH})
+    if not others:
+        return ENGLISH
+    if len(set(indexed)) == 1:
+        return others[0]
+    tokens = words(question)
+    ranked = _hits(tokens, ["english", *others])
+    (best, name), (second, _) = ranked[:2]
+    if best == 0 or best == second or name == "english":
+        return ENGLISH
+    return name
