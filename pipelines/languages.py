@@ -35,7 +35,7 @@ _STOPWORD_DIR = Path(__file__).parent / "stopwords"
 # unknown.
 MIN_HITS = 6
 MIN_SHARE = 0.05
-MIN_LEAD = 1.2
+MIN_LEAD = 1.05
 
 
 def stemmer(lang: str | None) -> str:
