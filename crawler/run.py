@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crawler.render import RenderPolicy, chromium_problem, render_settings
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, load_url_file
 from pipelines import defaults
 from pipelines.items import is_failure
@@ -79,6 +80,8 @@ class CrawlOptions:
     sitemap_max_urls: int = defaults.SITEMAP_MAX_URLS
     # A PDF with more pages is not read (failed, with the reason).
     pdf_max_pages: int = defaults.PDF_MAX_PAGES
+    # crawl.render: "js" (every page through the browser), a list of URL regexes, or None (crawler/render.py).
+    render: str | list[str] | None = None
 
 
 @dataclass
@@ -157,6 +160,8 @@ class CrawlSummary:
             + (f"; gone {self.gone} (no longer reached by the job)" if self.gone else "")
             + (f"; duplicates {self.count('duplicates')} (stored once: rel=canonical or the same text as another page)"
                if self.count("duplicates") else "")
+            + (f"; browser requests refused {self.count('render_refused')} (SSRF guard or robots.txt)"
+               if self.count("render_refused") else "")
             + (f"; internal errors {self.internal_errors} (logged; please report them)" if self.internal_errors else "")
             + (f"; stopped after {self.stopped_after:g} s (crawl.max_duration)" if self.stopped_after else "")
             + (f"; sitemaps read {self.count('sitemaps')} ({self.count('sitemap_urls')} URLs, "
@@ -329,8 +334,21 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
         settings["WEBQA_EXTRACT_WORKERS"] = options.extract_workers
     if options.max_duration:
         settings["CLOSESPIDER_TIMEOUT"] = options.max_duration
+    settings.update(render_settings(RenderPolicy.from_setting(options.render), options.timeout))
     settings.update(options.extra_settings)
     return settings
+
+
+def _check_render(options: CrawlOptions) -> None:
+    """A job that renders and cannot: one line before anything runs."""
+    if options.render is None:
+        return
+    if options.redis:
+        raise ConfigError("crawl.render: pages are rendered by a crawl on one machine, not through Redis; "
+                          "crawl without --redis (or redis:), or drop crawl.render")
+    problem = chromium_problem()
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
@@ -339,6 +357,7 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
     after SIGINT/SIGTERM."""
     from crawler.shutdown import GracefulShutdown
 
+    _check_render(options)
     if options.redis:
         sitemap = next((u for u in gather_urls(options)[0] if u.sitemap), None)
         if sitemap is not None:
