@@ -153,3 +153,20 @@ def test_renders_that_hang_or_build_nothing_fail_with_the_reason(site: SiteServe
     assert log[f"{PUBLIC}/empty.html"][:2] == (
         "failed", "rendered page has no text (JavaScript rendering: its scripts built nothing to read)")
     assert set(pages(db)) == {f"{PUBLIC}/fine.html"}, "the other pages were rendered all the same"
+
+
+@needs_chromium
+def test_the_ssrf_guard_holds_for_the_browser_when_robots_txt_is_not_obeyed(site: SiteServer, tmp_path: Path) -> None:
+    # Without robots.txt in the way (its fetch for the private host would be refused too), the guard alone.
+    _public_site(site)
+    secret, hop = site.url(0, "/secret"), site.url(0, "/secret-redirected")
+    site.redirect(1, "/hop", hop, status=302)
+    site.add(1, "/app.html", _app(f"fetch('{secret}').catch(() => null); fetch('/hop').catch(() => null);"
+                                  + _build_text(f"'{BUILT}'")))
+    db = tmp_path / "w.duckdb"
+    with ForwardingProxy({"docs.example": f"127.0.0.2:{site.port}"}) as proxy:
+        result = ok(crawl(db, proxy, urls=[f"{PUBLIC}/app.html"], render="js", obey_robots=False))
+    assert site.requests_for(0) == [], "the private host received nothing"
+    assert len(site.requests_for(1, "/hop")) == 1, "the public hop was fetched; its redirect was not followed"
+    assert "browser requests refused 2 (SSRF guard or robots.txt)" in result.stdout
+    assert set(pages(db)) == {f"{PUBLIC}/app.html"}
