@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BeforeValidator
 
@@ -35,4 +35,6 @@ def _parse_render(value: Any) -> Any:
     return list(patterns)
 
 
-RenderSetting = Annotated[str | list[str] | None, BeforeValidator(_parse_render)]
+# What the job file holds (the JSON schema editors read); the model keeps the normalised form.
+_WRITTEN = Optional[Union[Literal["js"], dict[Literal["js"], Union[str, list[str]]]]]
+RenderSetting = Annotated[str | list[str] | None, BeforeValidator(_parse_render, json_schema_input_type=_WRITTEN)]
