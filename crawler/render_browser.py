@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urljoin, urlsplit
@@ -24,6 +25,7 @@ from urllib.parse import urljoin, urlsplit
 from playwright.async_api import Error as PlaywrightError, Page, Request as PlaywrightRequest, Route, WebSocketRoute
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from scrapy.exceptions import NotConfigured
+from scrapy.http import TextResponse
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 from twisted.internet.error import DNSLookupError
@@ -32,7 +34,7 @@ from crawler.middlewares.robots import RobotsPolicyMiddleware
 from crawler.middlewares.ssrf import (
     HINT, BlockedAddressError, check_address, installed_resolver, parse_ip_host, private_networks_allowed,
 )
-from crawler.render import RENDER_TIMEOUT, SETTLE_SECONDS, RenderFailed, chromium_problem
+from crawler.render import RENDER_TIMEOUT, SETTLE_SECONDS, RenderFailed, chromium_problem, rendered_text_problem
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -107,18 +109,20 @@ class RenderHandler(ScrapyPlaywrightDownloadHandler):
         if problem is not None:
             raise NotConfigured(problem)
         super().__init__(crawler)
+        self.crawler = crawler
         self.guard = BrowserGuard(crawler)
         self.timeout = crawler.settings.getfloat("WEBQA_RENDER_TIMEOUT", RENDER_TIMEOUT)
         self.settle = crawler.settings.getfloat("WEBQA_RENDER_SETTLE", SETTLE_SECONDS)
         # The whole render: load, settle, reading the document; a script that holds the page past it is cut.
         self.bound = self.timeout * 1.5 + self.settle
+        self.max_bytes = crawler.settings.getint("DOWNLOAD_MAXSIZE")
 
     async def download_request(self, request: Request) -> Response:  # type: ignore[override]
         if not request.meta.get("playwright"):
             return await super().download_request(request)
         task = asyncio.ensure_future(super().download_request(request))
         try:
-            return await asyncio.wait_for(asyncio.shield(task), self.bound)
+            response = await asyncio.wait_for(asyncio.shield(task), self.bound)
         except asyncio.TimeoutError:
             await self._abandon(request, task)
             raise RenderFailed(f"render timed out: the page was not rendered within {self.bound:g} s "
@@ -130,6 +134,26 @@ class RenderHandler(ScrapyPlaywrightDownloadHandler):
             raise RenderFailed(f"render failed: {first}") from None
         finally:
             request.meta.pop(PAGE_KEY, None)
+            self._delay_from_now(request)
+        if self.max_bytes and len(response.body) > self.max_bytes:
+            raise RenderFailed(f"response too large: the rendered page has {len(response.body)} bytes, more than "
+                               f"{self.max_bytes} (DOWNLOAD_MAXSIZE)")
+        # An error page keeps its status for the spider to record; a page that rendered to nothing is failed here.
+        rendered = isinstance(response, TextResponse) and 200 <= response.status < 300
+        empty = rendered_text_problem(response.text) if rendered else None
+        if empty is not None:
+            raise RenderFailed(empty)
+        return response
+
+    def _delay_from_now(self, request: Request) -> None:
+        """Count the host's delay from the render's end: the browser's request left well after Scrapy's slot
+        timed it (the browser starting, the page opening), and the server must still see the whole delay."""
+        engine = self.crawler.engine
+        if engine is None:
+            return
+        slot = engine.downloader.slots.get(engine.downloader.get_slot_key(request))
+        if slot is not None and slot.delay:
+            slot.lastseen = max(slot.lastseen, time.monotonic())
 
     async def _abandon(self, request: Request, task: asyncio.Future[Any]) -> None:
         """Stop a render past its bound: its task first (so it cannot retry on the closed page), then its page."""

@@ -123,12 +123,17 @@ def test_only_pages_matching_the_patterns_are_rendered(site: SiteServer, tmp_pat
     built = _app(_build_text(f"'{BUILT}'"))
     site.add(1, "/app/one.html", built)
     site.add(1, "/docs/two.html", built)
+    site.add(1, "/app/three.html", built)
     db = tmp_path / "w.duckdb"
+    urls = [f"{PUBLIC}/app/one.html", f"{PUBLIC}/docs/two.html", f"{PUBLIC}/app/three.html"]
     with ForwardingProxy({"docs.example": f"127.0.0.2:{site.port}"}) as proxy:
-        result = crawl(db, proxy, urls=[f"{PUBLIC}/app/one.html", f"{PUBLIC}/docs/two.html"], render=["/app/"])
+        result = crawl(db, proxy, urls=urls, render=["/app/"], delay=1.0)
     ok(result)
     # The page left to Scrapy is the empty shell its HTML is (stored, nothing to read); the rendered one has text.
-    assert set(pages(db)) == {f"{PUBLIC}/app/one.html", f"{PUBLIC}/docs/two.html"}
+    assert set(pages(db)) == set(urls)
+    # The host's delay holds between page loads, rendered or not (the pages' requests go through Scrapy's slot).
+    loads = sorted(r.time for r in site.requests_for(1) if r.path.endswith(".html"))
+    assert len(loads) == 3 and min(b - a for a, b in zip(loads, loads[1:])) >= 1.0
     assert BUILT in " ".join(r[0] for r in rows(db, "SELECT text FROM chunks WHERE url = ?", [f"{PUBLIC}/app/one.html"]))
     assert chunk_ids(db, f"{PUBLIC}/docs/two.html") == set()
 

@@ -45,7 +45,7 @@ from crawler.canonical import declared_canonical
 from crawler.middlewares.internal_error import guarded
 from crawler.middlewares.robots import product_token
 from crawler.middlewares.ssrf import GuardedResolver, blocked_reason_for_host
-from crawler.render import RenderPolicy, request_meta, rendered_text_problem
+from crawler.render import RenderPolicy, request_meta
 from crawler.spiders.sitemap_reader import SitemapReader
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
 from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
@@ -270,11 +270,6 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
         if garbled_share(html) > GARBLED_SHARE:  # a wrong charset must not be stored as text silently
             self._count("failed/garbled")
             yield FetchOutcome(listed_url, "failed", f"garbled text after decoding as {response.encoding}", response.status)
-            return
-        empty = rendered_text_problem(html) if "playwright" in response.flags else None
-        if empty is not None:
-            self._count("failed/render_empty")
-            yield FetchOutcome(listed_url, "failed", empty, response.status)
             return
         robots = self._robots_directives(response)
         if robots.nofollow:
