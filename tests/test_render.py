@@ -175,3 +175,13 @@ def test_the_ssrf_guard_holds_for_the_browser_when_robots_txt_is_not_obeyed(site
     assert len(site.requests_for(1, "/hop")) == 1, "the public hop was fetched; its redirect was not followed"
     assert "browser requests refused 2 (SSRF guard or robots.txt)" in result.stdout
     assert set(pages(db)) == {f"{PUBLIC}/app.html"}
+
+
+def test_a_job_that_renders_without_chromium_is_one_line_before_anything_is_fetched(
+        site: SiteServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site.add(0, "/a.html", page("Plain page"))
+    monkeypatch.setenv("WEBQA_CHROMIUM", str(tmp_path / "no-chromium"))
+    result = crawl(tmp_path / "w.duckdb", None, urls=[site.url(0, "/a.html")], render="js")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"Error: crawl.render needs Chromium at {tmp_path / 'no-chromium'}, which is missing: install it" in result.stderr
+    assert site.requests_for(0) == []
