@@ -166,14 +166,21 @@ def test_the_ssrf_guard_holds_for_the_browser_when_robots_txt_is_not_obeyed(site
     _public_site(site)
     secret, hop = site.url(0, "/secret"), site.url(0, "/secret-redirected")
     site.redirect(1, "/hop", hop, status=302)
+    # Every other way a page reaches a host: a frame, an image, a stylesheet, a WebSocket.
+    private = site.url(0, "/")
+    others = (f"<iframe src='{private}frame'></iframe><img src='{private}img.png'>"
+              f"<link rel='stylesheet' href='{private}style.css'><link rel='icon' href='{private}icon.png'>"
+              f"<link rel='prefetch' href='{private}next.html'><a ping='{private}ping' href='/x'>x</a>"
+              f"<script>try {{ new WebSocket('{private.replace('http', 'ws')}ws'); }} catch (e) {{}}</script>")
     site.add(1, "/app.html", _app(f"fetch('{secret}').catch(() => null); fetch('/hop').catch(() => null);"
-                                  + _build_text(f"'{BUILT}'")))
+                                  + _build_text(f"'{BUILT}'")).replace("</body>", others + "</body>"))
     db = tmp_path / "w.duckdb"
     with ForwardingProxy({"docs.example": f"127.0.0.2:{site.port}"}) as proxy:
         result = ok(crawl(db, proxy, urls=[f"{PUBLIC}/app.html"], render="js", obey_robots=False))
     assert site.requests_for(0) == [], "the private host received nothing"
     assert len(site.requests_for(1, "/hop")) == 1, "the public hop was fetched; its redirect was not followed"
-    assert "browser requests refused 2 (SSRF guard or robots.txt)" in result.stdout
+    # The fetch, the redirect's hop and the frame; the image and the stylesheet are never fetched at all.
+    assert "browser requests refused 3 (SSRF guard or robots.txt)" in result.stdout
     assert set(pages(db)) == {f"{PUBLIC}/app.html"}
 
 
