@@ -47,7 +47,7 @@ from crawler.middlewares.robots import product_token
 from crawler.middlewares.ssrf import GuardedResolver, blocked_reason_for_host
 from crawler.spiders.sitemap_reader import SitemapReader
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
-from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
+from pipelines.decoding import GARBLED_SHARE, garbled_share, whatwg_decode
 from pipelines import defaults
 from pipelines.defaults import MAX_URL_LENGTH
 from pipelines.formats import HTML_TYPES, document_kind
