@@ -225,7 +225,7 @@ def read_url_file(path: str | Path) -> list[tuple[str, str]]:
     return entries
 
 
-def load_url_file(path: str | Path, *, mentioned_in: str | None = None) -> list[tuple[str, str]]:
+def require_url_file(path: str | Path, *, mentioned_in: str | None = None) -> list[tuple[str, str]]:
     """``read_url_file`` for a crawl or a job: its entries, or one ``ConfigError`` line.
 
     A bad line is not an error here: ``collect_urls`` reports it as ``file:line: …`` and the crawl skips

@@ -19,7 +19,7 @@ import duckdb
 from pipelines.errors import StoreError
 from pipelines import defaults, duplicates, schema, search_index, vectors
 from pipelines.chunk import Chunk
-from pipelines.duckdb_connect import connect, set_threads, tell_duckdb_pandas_is_absent, transaction
+from pipelines.duckdb_connect import connect, set_threads, transaction
 from pipelines.items import dropped_reason
 from pipelines.store_records import (CRAWL_COUNT_COLUMNS, PAGE_COLUMNS, PageBatch, PageRecord, Validators, bind_columns,
                                      compress_html, decompress_html, group_links, utcnow)
