@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 # Limits (MAX_JOB_BYTES, MAX_ALIAS_NODES) are the file reader's and the YAML reader's, re-exported above.
-MAX_URLS_FILE_BYTES = MAX_URL_FILE_BYTES  # 16 MiB ≈ 200 000 URLs; the same limit as `webqa crawl -i`
+MAX_URLS_FILE_BYTES = MAX_URL_FILE_BYTES  # the same limit as `webqa crawl -i`
 
 # Ollama's defaults are jobs/llm_defaults.py's; the names stay here for callers of this module.
 DEFAULT_OLLAMA_HOST = llm.DEFAULT_HOST

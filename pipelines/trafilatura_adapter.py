@@ -21,8 +21,8 @@ _DATE_PARAMS = {"original_date": True, "extensive_search": False, "max_date": "2
 
 
 #: trafilatura's metadata extraction (title, author, date, categories…): a large share of a page's CPU, and
-#: the devset's cleaned text does not change without it (BENCHMARKS.md, "What process_page costs beyond the
-#: bare extraction"). It gave only the title, which ``html_title`` reads from ``<title>``/``<h1>``.
+#: the devset's cleaned text does not change without it (BENCHMARKS.md, "What `process_page` costs beyond
+#: the bare extraction"). It gave only the title, which ``html_title`` reads from ``<title>``/``<h1>``.
 TRAFILATURA_METADATA = False
 #: trafilatura's comparison of its extraction with its fallback extractors (readability, jusText): costly, and
 #: without it no expect phrase of the devset is lost (same section). ``fast=True`` when off.
