@@ -122,6 +122,16 @@ def render_settings(policy: RenderPolicy, timeout: float = RENDER_TIMEOUT) -> di
     }
 
 
+def render_problem(render: object, redis: bool) -> str | None:
+    """Why a crawl asking for ``render`` cannot run here (through Redis, or without Chromium), or None."""
+    if render is None:
+        return None
+    if redis:
+        return ("crawl.render: pages are rendered by a crawl on one machine, not through Redis; crawl without "
+                "--redis (or redis:), or drop crawl.render")
+    return chromium_problem()
+
+
 def chromium_problem(path: str | None = None) -> str | None:
     """Why the browser cannot be started (one line naming what to install), or None."""
     path = path or os.environ.get("WEBQA_CHROMIUM", CHROMIUM)
