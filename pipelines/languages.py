@@ -1,7 +1,7 @@
 """Which language a page or a question is in, and which Snowball stemmer and stop list index it.
 
 A page's language is the one its HTML or PDF declares (pipelines/clean.py, pipelines/pdf.py), else the one its
-text shows (``detect``, at extraction: pipelines/extract.py); a question's is told from its words among the
+text shows (``detect``, at extraction: pipelines/page_processing.py); a question's is told from its words among the
 languages of the indexed pages (``question_stemmer``). Everything not recognised is English, indexed as
 before: the Porter stemmer and the short stop list of pipelines/search_index.py.
 
