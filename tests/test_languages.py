@@ -131,3 +131,12 @@ def test_a_crawled_spanish_page_is_indexed_as_spanish_declared_or_not(site: Site
     ok(run_cli("-q", url, db=db))
     assert pages(db)[url]["lang"] == (declared or "es")
     assert rows(db, "SELECT DISTINCT lang FROM selection_docs") == [("spanish",)]
+
+
+def test_the_index_reads_declared_tags_as_languages_stemmer_does(tmp_path: Path) -> None:
+    tags = ["sv-SE", "pt_BR", "NB", "de", " fr ", "en-GB", "xx", "", None]
+    with Store.open(tmp_path / "tags.duckdb") as store:
+        for i, tag in enumerate(tags):
+            _save(store, f"http://a.test/{i}", f"Page {i}.", tag)  # texts differ: identical ones are stored once
+        stored = dict(store.conn.execute("SELECT url, lang FROM selection_docs").fetchall())
+    assert [stored[f"http://a.test/{i}"] for i in range(len(tags))] == [languages.stemmer(t) for t in tags]
