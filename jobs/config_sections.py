@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import ConfigDict, Field, StrictBool, field_validator
 
 from jobs.config_messages import fail, got
+from jobs.config_render import RenderSetting
 from jobs.config_types import (
     HttpUrl,
     InvalidDurationError,
@@ -78,6 +79,9 @@ class CrawlConfig(StrictModel):
         defaults.SITEMAP_MAX_URLS, description="Most page URLs read from one listed sitemap (with its index's sitemaps)."
     )
     hosts: dict[str, HostOverride] = Field(default_factory=dict, description="Per-host overrides.")
+    render: RenderSetting = Field(
+        None, description="Render pages with JavaScript in Chromium: 'js' for every page, or {js: [regex, ...]}."
+    )
 
     @field_validator("recrawl_after", mode="before", json_schema_input_type=str | None)
     @classmethod

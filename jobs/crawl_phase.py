@@ -14,7 +14,7 @@ from typing import Any
 from crawler.run import SHOWN_FAILURES, failures_phrase
 from jobs.config import JobConfig
 from jobs.crawl_lines import not_fetched_lines, skipped_lines, workers_lost_line
-from jobs.errors import Interrupted, NothingToDoError, StorageError
+from jobs.errors import Interrupted, NothingToDoError, WriteFailedError
 from jobs.run_options import Notify, RunOptions
 from pipelines.items import dropped_reason, is_failure
 
@@ -52,7 +52,7 @@ def crawl_options(job: JobConfig, options: RunOptions, fresh_since: datetime | N
         timeout=crawl.timeout, max_bytes=crawl.max_bytes,
         recrawl_after=crawl.recrawl_after, refresh=options.refresh, fresh_since=fresh_since, job_name=job.name,
         max_duration=crawl.max_duration, sitemap_max_urls=crawl.sitemap_max_urls,
-        pdf_max_pages=crawl.pdf_max_pages,
+        pdf_max_pages=crawl.pdf_max_pages, render=crawl.render,
         verbose=options.verbose, progress=options.progress, redis=job.redis,
     )
 
@@ -65,7 +65,7 @@ def run_crawl_phase(report: CrawlReport, job: JobConfig, options: RunOptions, no
     summary: Any = None
     try:
         summary = run_crawl(crawl_options(job, options, fresh_since), options.db)
-    except (Interrupted, StorageError) as exc:
+    except (Interrupted, WriteFailedError) as exc:
         summary = getattr(exc, "summary", None)
         if summary is not None:
             notify.important(summary.line())

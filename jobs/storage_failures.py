@@ -11,7 +11,7 @@ import os
 
 import duckdb
 
-from jobs.errors import StorageError
+from jobs.errors import WriteFailedError
 
 _WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG)
 # DuckDB reports a write the disk refused at COMMIT as a TransactionException, naming the OS error.
@@ -20,7 +20,7 @@ _OS_WRITE_ERRORS = tuple(os.strerror(code) for code in _WRITE_ERRNOS)
 
 def is_storage_failure(exc: BaseException) -> bool:
     """Disk full, read-only file system, I/O error: the environment, not the job."""
-    if isinstance(exc, StorageError):
+    if isinstance(exc, WriteFailedError):
         return True
     if isinstance(exc, OSError) and exc.errno in _WRITE_ERRNOS:
         return True
@@ -28,9 +28,9 @@ def is_storage_failure(exc: BaseException) -> bool:
         os_error in str(exc) for os_error in _OS_WRITE_ERRORS))
 
 
-def storage_error(exc: BaseException, what: str) -> StorageError:
-    """``exc`` as the StorageError line that names ``what`` could not be written and how to go on."""
-    if isinstance(exc, StorageError):
+def storage_error(exc: BaseException, what: str) -> WriteFailedError:
+    """``exc`` as the WriteFailedError line that names ``what`` could not be written and how to go on."""
+    if isinstance(exc, WriteFailedError):
         return exc
     detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0][:300]
-    return StorageError(f"{what}: {detail}; what was stored before stays (free space, then `webqa run --resume`)")
+    return WriteFailedError(f"{what}: {detail}; what was stored before stays (free space, then `webqa run --resume`)")

@@ -45,9 +45,10 @@ from crawler.canonical import declared_canonical
 from crawler.middlewares.internal_error import guarded
 from crawler.middlewares.robots import product_token
 from crawler.middlewares.ssrf import GuardedResolver, blocked_reason_for_host
+from crawler.render import RenderPolicy, request_meta
 from crawler.spiders.sitemap_reader import SitemapReader
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
-from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
+from pipelines.decoding import GARBLED_SHARE, garbled_share, whatwg_decode
 from pipelines import defaults
 from pipelines.defaults import MAX_URL_LENGTH
 from pipelines.formats import HTML_TYPES, document_kind
@@ -125,6 +126,9 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
         self.seen: set[str] = set()
         # url → link depth of every URL this crawl reached (requested or fresh): the job's pages.
         self.reached: dict[str, int] = {}
+        # Which pages a browser renders (crawl.render; crawler/render.py), and the User-Agent it sends.
+        self.render = RenderPolicy()
+        self.user_agent = defaults.user_agent()
         # Link targets resolved so far (see _resolve_link).
         self._resolved: dict[tuple[str, ...], tuple[str, str | None, str] | None] = {}
 
@@ -132,6 +136,8 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> UrlsSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.max_url_length = crawler.settings.getint("WEBQA_MAX_URL_LENGTH", spider.max_url_length)
+        spider.render = RenderPolicy.from_setting(crawler.settings.get("WEBQA_RENDER"))
+        spider.user_agent = crawler.settings.get("USER_AGENT") or spider.user_agent
         crawler.signals.connect(spider._response_started, signal=signals.headers_received)
         return spider
 
@@ -210,7 +216,8 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
             callback=self.parse,
             errback=self.on_error,
             cb_kwargs={"listed_url": url},
-            meta={"handle_httpstatus_list": HANDLED_STATUSES, "webqa_depth": depth},
+            meta={"handle_httpstatus_list": HANDLED_STATUSES, "webqa_depth": depth,
+                  **request_meta(self.render, url, self.user_agent)},
             # `seen` already fetches each listed or discovered URL once. Scrapy's own duplicate filter
             # would also drop a *redirect* to a URL fetched under its own name, and the listed URL
             # would vanish without a page or a fetch_log row.
@@ -243,14 +250,20 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
             hint = "; a sitemap? list it as 'sitemap: URL'" if looks_like_sitemap(response.body) else ""
             yield FetchOutcome(listed_url, "skipped", f"not HTML ({mime or 'no Content-Type'}){hint}", response.status)
             return
+        html = self._decoded(response, listed_url, mime)
+        if isinstance(html, FetchOutcome):
+            yield html
+            return
+        yield from self._page(response, listed_url, depth, content_type, html)
+
+    def _decoded(self, response: Response, listed_url: str, mime: str) -> str | FetchOutcome:
+        """The body of an HTML response as text, or the outcome saying why it is not stored as a page."""
         if not response.body.strip():
             self._count("failed/empty_body")
-            yield FetchOutcome(listed_url, "failed", "empty body", response.status)
-            return
+            return FetchOutcome(listed_url, "failed", "empty body", response.status)
         if looks_binary(response.body):
             self._count("skipped/binary")
-            yield FetchOutcome(listed_url, "skipped", f"binary content served as {mime or 'text'}", response.status)
-            return
+            return FetchOutcome(listed_url, "skipped", f"binary content served as {mime or 'text'}", response.status)
         try:
             # WHATWG decoding where Python's differs (a BOM-less `utf-16` label is little-endian).
             html = whatwg_decode(response.body, response.encoding)
@@ -258,12 +271,15 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
                 html = response.text
         except (UnicodeError, LookupError) as exc:  # a charset Python does not know
             self._count("failed/undecodable")
-            yield FetchOutcome(listed_url, "failed", f"cannot decode body: {exc}", response.status)
-            return
+            return FetchOutcome(listed_url, "failed", f"cannot decode body: {exc}", response.status)
         if garbled_share(html) > GARBLED_SHARE:  # a wrong charset must not be stored as text silently
             self._count("failed/garbled")
-            yield FetchOutcome(listed_url, "failed", f"garbled text after decoding as {response.encoding}", response.status)
-            return
+            return FetchOutcome(listed_url, "failed", f"garbled text after decoding as {response.encoding}", response.status)
+        return html
+
+    def _page(self, response: Response, listed_url: str, depth: int, content_type: str | None,
+              html: str) -> Iterator[Any]:
+        """The fetched page, with the links it leads to (unless its robots directives say nofollow), then those links."""
         robots = self._robots_directives(response)
         if robots.nofollow:
             self._count("count/nofollow")
