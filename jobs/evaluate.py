@@ -342,3 +342,31 @@ def loss_lines(funnels: Sequence[QuestionFunnel], summary: dict[str, dict[str, A
         lines.append(f"{m}: answer in the top 40 {summary[m]['answer_in_top_40']:.3f}, in the prompt "
                      f"{summary[m]['answer_in_prompt']:.3f}; lost: " + ", ".join(f"{loss} {counts[loss]}" for loss in LOSSES))
     return lines
+
+
+def eval_questions(questions: Sequence[Any]) -> list[EvalQuestion]:
+    """A job file's questions (``jobs.config`` models) as the funnel reads them."""
+    return [EvalQuestion(q.id, q.question, tuple(q.expect), q.url, tuple(q.urls) if q.urls else None,
+                         tuple(q.also_urls)) for q in questions]
+
+
+def eval_json(funnels: Sequence[QuestionFunnel], summary: dict[str, dict[str, Any]], methods: Sequence[str],
+              packing: Packing, k: int) -> dict[str, Any]:
+    """`webqa eval --json`: the settings, the summary, and each question's funnel."""
+    return {
+        "methods": list(methods),
+        "packing": {"top_k": packing.top_k, "token_budget": packing.token_budget,
+                    "retry_factor": packing.retry_factor},
+        "summary": summary,
+        "questions": [_funnel_json(f, methods, k) for f in funnels],
+    }
+
+
+def _funnel_json(f: QuestionFunnel, methods: Sequence[str], k: int) -> dict[str, Any]:
+    return {"id": f.question.id, "in_html": f.in_html, "in_text": f.in_text,
+            "answer_chunks": f.answer_chunks, "ranks": f.ranks, "best_scores": f.best_scores,
+            "best_similarity": f.best_similarity, "in_prompt": f.in_prompt,
+            "in_prompt_wider": f.in_prompt_wider, "evidence_tokens": f.prompt_tokens,
+            "lost_at": {m: f.lost_at(m, k) for m in methods},
+            "packing_ranks": f.packing_ranks, "cut_ranks": f.cut_ranks,
+            "prompt_loss": {m: f.prompt_loss(m) for m in methods}}

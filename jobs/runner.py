@@ -32,7 +32,7 @@ from jobs.answer import AskSettings, Outcome, QuestionAnswerer, QuestionSpec
 from jobs.changes import Evidence, classify
 from jobs.config import JobConfig
 from jobs.errors import (DatabaseLockedError, ExitCode, Interrupted, LLMUnavailableError, ModelNotFoundError,
-                         NothingToDoError, StorageError, StoreError, WebqaError)
+                         NothingToDoError, StorageError, StoreError, WebqaError, require_database)
 from jobs.history import RunDiff, change_line, compare_runs, evidence_from_row, process_alive, render_diff
 from jobs.hosts import HostPool, HostSpec, connect_hosts
 from jobs.llm import OllamaAccess, OllamaSettings, connect
@@ -260,19 +260,17 @@ def _run_job(job: JobConfig, options: RunOptions, notify: Notify | Callable[[str
              signals: RunSignals) -> RunResult:
     if not isinstance(notify, Notify):
         notify = Notify(notify)
-    if not options.crawl and not options.resume and not Path(options.db).exists():
-        # Opening it would create an empty database (and a lock file) only to report "no chunks".
-        raise StoreError(f"{options.db}: no such database; run `webqa crawl` (or `webqa run` without --no-crawl) "
-                         "first, or pass --db")
+    if not options.crawl and not options.resume:
+        # Opening a missing one would create an empty database (and a lock file) only to report "no chunks".
+        require_database(options.db)
     if options.crawl:
         from crawler.run import gather_urls
 
         gather_urls(crawl_options(job, options))  # a job without a usable URL list: exit 2 before anything opens
     with RunLock(options.db, options.wait_seconds):
         resume = _resumable_run(job, options, notify) if options.resume else None
-        if resume is None and not options.crawl and not Path(options.db).exists():
-            raise StoreError(f"{options.db}: no such database; run `webqa crawl` (or `webqa run` without --no-crawl) "
-                             "first, or pass --db")
+        if resume is None and not options.crawl:
+            require_database(options.db)
         run = _Run(job, options, notify, signals)
         run.begin(resume)
         signals.started = True
