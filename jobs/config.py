@@ -47,6 +47,7 @@ from jobs.config_messages import DURATION_EXAMPLES, JobFileError, did_you_mean, 
 from jobs.config_yaml import MAX_ALIAS_NODES, compose
 from jobs.errors import ConfigError
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for
+from jobs.select import METHODS
 from pipelines import defaults
 
 __all__ = [
@@ -416,7 +417,7 @@ class PassagesConfig(_Model):
 class SelectionConfig(_Model):
     """How chunks are chosen as evidence for a question."""
 
-    method: Literal["keyword", "bm25", "embedding", "hybrid"] = Field(
+    method: Literal[METHODS] = Field(  # type: ignore[valid-type]
         defaults.SELECTION_METHOD, description="Chunk ranking method."
     )
     top_k: PosInt = Field(
