@@ -659,7 +659,8 @@ def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
         out_dir = (options.out_dir or job.output.dir) / f"run-{run_id}"
         resumed_answers = run.resume is not None and run.resume.get("phase") != "crawl"
         return _run_questions(run, store, answerer_obj, out_dir, crawl, degraded, previous_run_id, scope,
-                              resumed=run.resume is not None, resumed_answers=resumed_answers)
+                              resumed=run.resume is not None, resumed_answers=resumed_answers,
+                              bm25_from_start=wants_embeddings and access.embedding_unavailable is not None)
 
 
 def _connect(job: JobConfig, notify: Notify, notices: list[str], *, chat: bool, embeddings: bool) -> OllamaAccess:
@@ -693,11 +694,6 @@ def _job_page_urls(job: JobConfig) -> list[str] | None:
     return list(dict.fromkeys([*(u.url for u in listed), *scoped]))
 
 
-def access_degraded_selection(degraded: list[str]) -> bool:
-    """Whether the run already said, at its start, that it selects with bm25 instead of embeddings."""
-    return any("selected with bm25 instead of" in d for d in degraded)
-
-
 def _mark_stale(obj: dict[str, Any], stale: dict[str, datetime]) -> None:
     """Sources and citations from pages that could not be refreshed in this run say so, with their age."""
     if not stale:
@@ -713,7 +709,7 @@ def _mark_stale(obj: dict[str, Any], stale: dict[str, datetime]) -> None:
 
 def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_dir: Path, crawl: CrawlReport,
                    degraded: list[str], previous_run_id: int | None, scope: list[str] | None, *,
-                   resumed: bool = False, resumed_answers: bool = False) -> RunResult:
+                   resumed: bool = False, resumed_answers: bool = False, bm25_from_start: bool = False) -> RunResult:
     job, options, notify, notices = run.job, run.options, run.notify, run.notices
     run_id = answerer.run_id
     assert run_id is not None
@@ -815,8 +811,8 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
                     _count(counts, outcome, options.dry_run)
                     if outcome.error:
                         failed_ids.append(spec.id)
-                    if (obj.get("method_used") not in (None, job.selection.method)
-                            and not access_degraded_selection(degraded)):
+                    # A run that said at its start it selects with bm25 does not count each question again.
+                    if obj.get("method_used") not in (None, job.selection.method) and not bm25_from_start:
                         fell_back.append(spec.id)
                     notify(_progress_line(len(done_ids), len(specs), obj, options.dry_run))
             announce_lost_hosts()
