@@ -21,7 +21,7 @@ from typing import Any
 from jobs.answer import AskSettings, packed_sources, prompt_costed
 from jobs.prompt import SOURCE_SEPARATOR, source_block
 from jobs.second_stage import SecondStage
-from jobs.select import Selector
+from jobs.select import EMBEDDING_METHODS, Selector
 from pipelines.chunk import estimate_tokens
 from pipelines.store import Store
 
@@ -185,14 +185,14 @@ def evaluate(selector: Selector, store: Store, questions: Sequence[EvalQuestion]
             if selection.notice:
                 funnel.notices.append(selection.notice)
             funnel.best_scores[method] = selection.candidates[0].score if selection.candidates else None
-            if selection.method_used in ("embedding", "hybrid"):
+            if selection.method_used in EMBEDDING_METHODS:
                 funnel.best_similarity[method] = selection.best_similarity
             funnel.ranks[method] = next((c.rank for c in selection.candidates if c.chunk_id in wanted), None)
             # What the answerer really sends: the same costing, packing and numbering (jobs/answer.py).
             costed = prompt_costed(selection.candidates)
             if stage is not None:
                 staged, _trail = stage.apply(q.question, costed,
-                                             embeddings=selection.method_used in ("embedding", "hybrid"))
+                                             embeddings=selection.method_used in EMBEDDING_METHODS)
                 costed = prompt_costed(staged)
             funnel.packing_ranks[method] = next((c.rank for c in costed if c.chunk_id in wanted), None)
             first = packed_sources(costed, top_k=packing.top_k, token_budget=packing.token_budget, merge=packing.merge)

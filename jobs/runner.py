@@ -626,8 +626,7 @@ def _answer_all(run: _Run, crawl: CrawlReport) -> RunResult:
         if not job.fallback_extractive:
             raise access.unreachable
         answerer = "extractive"
-        also = f" and selected with bm25 instead of {method}" if wants_embeddings else ""
-        degraded.append(f"{access.unreachable}; answered extractively (quoting the best sentences) instead{also}")
+        degraded.append(access.extractive_instead(method, bm25_instead=wants_embeddings))
     elif wants_embeddings and access.embedding_unavailable:
         degraded.append(f"{access.embedding_unavailable}; selected with bm25 instead of {method}")
     for notice in degraded:

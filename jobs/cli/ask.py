@@ -9,7 +9,7 @@ from jobs import llm_defaults as llm  # Ollama's defaults, without importing the
 from jobs.cli.console import Console, print_json, show
 from jobs.cli.options import add_db, non_negative_int, similarity
 from jobs.errors import ConfigError, ExitCode, WebqaError, require_database
-from jobs.select import METHODS
+from jobs.select import EMBEDDING_METHODS, METHODS
 from pipelines import defaults
 
 NAME = "ask"
@@ -96,14 +96,13 @@ def _access(args: argparse.Namespace, console: Console) -> tuple[Any, str, str |
     from jobs.llm import OllamaSettings, connect
 
     chat = args.answerer == "llm" and not args.dry_run
-    wants_embeddings = args.method in ("embedding", "hybrid")
+    wants_embeddings = args.method in EMBEDDING_METHODS
     access = connect(OllamaSettings(model=args.model, embedding_model=args.embedding_model),
                      chat=chat, embeddings=wants_embeddings)
     if access.unreachable is None or not chat:
         return access, args.answerer, None
     # As `webqa run` does: answer without the LLM, say so once, and exit 1 (degraded).
-    also = f" and selected with bm25 instead of {args.method}" if wants_embeddings else ""
-    degraded = f"{access.unreachable}; answered extractively (quoting the best sentences) instead{also}"
+    degraded = access.extractive_instead(args.method, bm25_instead=wants_embeddings)
     console.important(f"Notice: {degraded}")
     return access, "extractive", degraded
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from jobs.cli.console import Console, print_json, show
-from jobs.cli.options import add_db, run_id
+from jobs.cli.options import add_db, reading_runs, run_id
 from jobs.errors import ConfigError, ExitCode
 
 NAME = "diff"
@@ -25,12 +25,10 @@ def add_arguments(diff: argparse.ArgumentParser) -> None:
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     from jobs.history import compare_runs, default_pair, diff_json, previous_for, render_diff
-    from jobs.runstore import RunStore
 
     if args.run_a is not None and args.job:
         raise ConfigError("give run ids or --job, not both")
-    with RunStore.open(args.db, read_only=True) as store:
-        store.require_runs()
+    with reading_runs(args.db) as store:
         if args.run_a is None:
             run_a, run_b = default_pair(store, args.job)
         elif args.run_b is None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from jobs.cli.console import Console, show
 from jobs.cli.options import add_db, non_negative_int
 from jobs.errors import ConfigError, ExitCode, require_database
-from jobs.select import METHODS
+from jobs.select import EMBEDDING_METHODS, METHODS
 
 NAME = "eval"
 HELP = "where are answers lost? the coverage funnel and recall per selection method"
@@ -49,10 +49,10 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     methods = list(dict.fromkeys(args.method or METHODS))
     require_database(args.db)
     access = connect(ollama_settings(job), chat=False,
-                     embeddings=any(m in ("embedding", "hybrid") for m in methods))
+                     embeddings=any(m in EMBEDDING_METHODS for m in methods))
     if access.embedding_unavailable:
         console.notifier()(f"Notice: {access.embedding_unavailable}; leaving out embedding and hybrid")
-        methods = [m for m in methods if m not in ("embedding", "hybrid")] or ["bm25"]
+        methods = [m for m in methods if m not in EMBEDDING_METHODS] or ["bm25"]
     with open_session(args.db, access, embedding_model=job.embedding_model, prefixes=job.embedding_prefixes(),
                       no_chunks=f"{args.db} holds no chunks to evaluate") as session:
         if job.scope != "database" and session.store.job_page_urls(job.name):

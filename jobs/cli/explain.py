@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from jobs.cli.console import Console, show
-from jobs.cli.options import add_db
+from jobs.cli.options import add_db, reading_runs
 from jobs.errors import ExitCode
 
 NAME = "explain"
@@ -22,9 +22,7 @@ def add_arguments(explain: argparse.ArgumentParser) -> None:
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     from jobs.explain import explain_answer
-    from jobs.runstore import RunStore
 
-    with RunStore.open(args.db, read_only=True) as store:
-        store.require_runs()
+    with reading_runs(args.db) as store:
         show(explain_answer(store, args.answer_id, show_prompt=not args.no_prompt))
     return ExitCode.OK

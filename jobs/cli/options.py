@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,16 @@ def add_db(parser: argparse.ArgumentParser) -> None:
 def add_private_networks(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-private-networks", action="store_true",
                         help="crawl loopback, private and link-local addresses (intranets); see SECURITY.md")
+
+
+@contextmanager
+def reading_runs(db: str) -> Iterator[Any]:
+    """The --db of a command that reads runs: opened read-only, one line for a file no run ever wrote to."""
+    from jobs.runstore import RunStore
+
+    with RunStore.open(db, read_only=True) as store:
+        store.require_runs()
+        yield store
 
 
 def check_db(args: argparse.Namespace) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from jobs.cli.console import Console, print_json, show
-from jobs.cli.options import add_db, non_negative_int
+from jobs.cli.options import add_db, non_negative_int, reading_runs
 from jobs.errors import ExitCode
 
 NAME = "runs"
@@ -24,10 +24,8 @@ def add_arguments(runs: argparse.ArgumentParser) -> None:
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     from jobs.history import list_runs, render_runs, runs_json
-    from jobs.runstore import RunStore
 
-    with RunStore.open(args.db, read_only=True) as store:
-        store.require_runs()
+    with reading_runs(args.db) as store:
         runs = list_runs(store, args.job, args.limit or None)
     if args.json:
         print_json(runs_json(runs))
