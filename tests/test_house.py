@@ -53,7 +53,8 @@ def offenders() -> tuple[list[str], list[str]]:
 
 
 def test_the_measure_counts_what_it_should() -> None:
-    source = "class A:\n    def f(self):\n        def g():\n            pass\n        return 1\n\nasync def h():\n    pass\n"
+    source = ("class A:\n    def f(self):\n        def g():\n            pass\n        return 1\n\n"
+              "async def h():\n    pass\n")
     assert function_lengths(ast.parse(source)) == [("A.f", 4), ("A.f.g", 2), ("h", 2)]
     assert product_files() and all(p.suffix == ".py" for p in product_files())
 

@@ -17,19 +17,23 @@ DESCRIPTION = "Fetch URLs (arguments and/or files), clean and chunk them into th
 
 
 def add_arguments(crawl: argparse.ArgumentParser) -> None:
-    crawl.add_argument("urls", nargs="*", metavar="URL", help="URLs to crawl; 'sitemap:URL' crawls the pages a sitemap lists")
+    crawl.add_argument("urls", nargs="*", metavar="URL",
+                       help="URLs to crawl; 'sitemap:URL' crawls the pages a sitemap lists")
     crawl.add_argument("-i", "--input", action="append", default=[], type=Path, metavar="FILE",
                        help="file of URLs: one per line (# comments allowed) or a YAML list; repeatable")
     add_db(crawl)
     crawl.add_argument("--depth", type=non_negative_int, default=0, help="follow links this many levels (default 0)")
-    crawl.add_argument("--max-pages", type=non_negative_int, default=0, help="stop scheduling after N pages (0: no cap)")
+    crawl.add_argument("--max-pages", type=non_negative_int, default=0,
+                       help="stop scheduling after N pages (0: no cap)")
     crawl.add_argument("--delay", type=positive_float, default=defaults.DELAY,
                        help=f"seconds between requests to one host (default {defaults.DELAY:g})")
     crawl.add_argument("--allow", action="append", default=[], metavar="REGEX", help="only follow links matching")
     crawl.add_argument("--deny", action="append", default=[], metavar="REGEX", help="never follow links matching")
     crawl.add_argument("--contact", metavar="URL", help="contact URL put in the User-Agent")
-    crawl.add_argument("--ignore-robots", action="store_true", help="do not obey robots.txt, robots meta tags or X-Robots-Tag (only for sites you own)")
-    crawl.add_argument("--workers", type=non_negative_int, default=0, help="extraction processes (default: one per core)")
+    crawl.add_argument("--ignore-robots", action="store_true",
+                       help="do not obey robots.txt, robots meta tags or X-Robots-Tag (only for sites you own)")
+    crawl.add_argument("--workers", type=non_negative_int, default=0,
+                       help="extraction processes (default: one per core)")
     crawl.add_argument("--timeout", type=positive_float, default=defaults.TIMEOUT, metavar="SECONDS",
                        help=f"give up on a response after this long (default {defaults.TIMEOUT:g})")
     crawl.add_argument("--max-bytes", type=non_negative_int, default=defaults.MAX_BYTES, metavar="N",

@@ -20,13 +20,16 @@ DESCRIPTION = ("For questions with `url` (the page that answers) and `expect` (v
 
 
 def add_arguments(evaluate: argparse.ArgumentParser) -> None:
-    evaluate.add_argument("questions", type=Path, metavar="QUESTIONS.yaml", help="a job file whose questions have expect (and url)")
+    evaluate.add_argument("questions", type=Path, metavar="QUESTIONS.yaml",
+                          help="a job file whose questions have expect (and url)")
     add_db(evaluate)
     evaluate.add_argument("--method", action="append", choices=METHODS,
                           help="methods to compare (repeatable; default: all four)")
-    evaluate.add_argument("--top-k", type=non_negative_int, default=5, help="rank that counts as found for 'lost at selection' (default 5)")
+    evaluate.add_argument("--top-k", type=non_negative_int, default=5,
+                          help="rank that counts as found for 'lost at selection' (default 5)")
     evaluate.add_argument("--budget", type=non_negative_int, default=None,
-                          help="token budget of the evidence for answer-in-prompt (default: the job's selection.token_budget)")
+                          help="token budget of the evidence for answer-in-prompt "
+                               "(default: the job's selection.token_budget)")
     evaluate.add_argument("--pack-top-k", type=non_negative_int, default=None,
                           help="most sources sent, for answer-in-prompt (default: the job's selection.top_k)")
     evaluate.add_argument("--json", action="store_true", help="print the funnel and summary as JSON")
@@ -45,7 +48,8 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     job = load_job(args.questions)
     questions = eval_questions(job.questions)
     if not any(q.expect for q in questions):
-        raise ConfigError(f"{args.questions}: no question has `expect` phrases; eval needs them to know what a right chunk contains")
+        raise ConfigError(f"{args.questions}: no question has `expect` phrases; "
+                          "eval needs them to know what a right chunk contains")
     methods = list(dict.fromkeys(args.method or METHODS))
     require_database(args.db)
     access = connect(ollama_settings(job), chat=False,

@@ -14,7 +14,8 @@ from jobs.errors import ConfigError
 from pipelines import defaults
 
 
-def _argument(convert: Callable[[str], Any], what: str, ok: Callable[[Any], bool], in_range: str) -> Callable[[str], Any]:
+def _argument(convert: Callable[[str], Any], what: str, ok: Callable[[Any], bool],
+              in_range: str) -> Callable[[str], Any]:
     """An argparse ``type``: ``convert`` the text, then check it; each failure is one line naming the value."""
 
     def parse(text: str) -> Any:

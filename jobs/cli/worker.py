@@ -15,7 +15,8 @@ DESCRIPTION = ("Join the crawl a `webqa crawl --redis URL` coordinator published
 
 
 def add_arguments(worker: argparse.ArgumentParser) -> None:
-    worker.add_argument("--redis", required=True, metavar="URL", help="the coordinator's Redis, e.g. redis://host:6379/0")
+    worker.add_argument("--redis", required=True, metavar="URL",
+                        help="the coordinator's Redis, e.g. redis://host:6379/0")
     worker.add_argument("--wait", type=positive_float, default=600.0, metavar="SECONDS",
                         help="how long to wait for a crawl to be published (default 600)")
     worker.add_argument("--workers", type=non_negative_int, default=0,
