@@ -8,7 +8,7 @@ from typing import Any
 
 from jobs.cli.console import Console
 from jobs.cli.options import add_db, add_private_networks, duration, interactive, non_negative_int, positive_float
-from jobs.errors import ConfigError, ExitCode, Interrupted, NothingToDoError, StorageFailed
+from jobs.errors import ConfigError, ExitCode, Interrupted, NothingToDoError, WriteFailedError
 from pipelines import defaults
 
 NAME = "crawl"
@@ -66,7 +66,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         if exc.summary is not None:
             console.important(exc.summary.line())  # type: ignore[attr-defined]
         raise
-    except (NothingToDoError, StorageFailed) as exc:
+    except (NothingToDoError, WriteFailedError) as exc:
         if exc.summary is not None:
             _skipped(console, exc.summary)
             console.important(exc.summary.line())
