@@ -14,7 +14,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html import unescape
 from typing import Any
 
@@ -348,6 +348,15 @@ def eval_questions(questions: Sequence[Any]) -> list[EvalQuestion]:
     """A job file's questions (``jobs.config`` models) as the funnel reads them."""
     return [EvalQuestion(q.id, q.question, tuple(q.expect), q.url, tuple(q.urls) if q.urls else None,
                          tuple(q.also_urls)) for q in questions]
+
+
+def in_job_scope(questions: Sequence[EvalQuestion], store: Any, job_name: str, scope: str) -> list[EvalQuestion]:
+    """As `webqa run` without a crawl: a question without its own URLs searches the pages of the job's last
+    finished crawl, less those gone since (unless the job searches the whole database or never crawled)."""
+    if scope == "database" or not store.job_page_urls(job_name):
+        return list(questions)
+    pages = tuple(store.job_scope(job_name))
+    return [q if q.urls else replace(q, urls=pages) for q in questions]
 
 
 def eval_json(funnels: Sequence[QuestionFunnel], summary: dict[str, dict[str, Any]], methods: Sequence[str],

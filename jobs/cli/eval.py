@@ -36,10 +36,8 @@ def add_arguments(evaluate: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
-    import dataclasses
-
     from jobs.config import load_job
-    from jobs.evaluate import Packing, eval_json, eval_questions, evaluate, render_table, summarise
+    from jobs.evaluate import Packing, eval_json, eval_questions, evaluate, in_job_scope, render_table, summarise
     from jobs.llm import connect
     from jobs.runner import ollama_settings
     from jobs.second_stage import job_stage
@@ -59,10 +57,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         methods = [m for m in methods if m not in EMBEDDING_METHODS] or ["bm25"]
     with open_session(args.db, access, embedding_model=job.embedding_model, prefixes=job.embedding_prefixes(),
                       no_chunks=f"{args.db} holds no chunks to evaluate") as session:
-        if job.scope != "database" and session.store.job_page_urls(job.name):
-            # As `webqa run` without a crawl: the pages of the job's last finished crawl, less those gone since.
-            scope = tuple(session.store.job_scope(job.name))
-            questions = [q if q.urls else dataclasses.replace(q, urls=scope) for q in questions]
+        questions = in_job_scope(questions, session.store, job.name, job.scope)
         packing = Packing(top_k=max(1, args.pack_top_k or job.selection.top_k),
                           token_budget=max(1, args.budget or job.selection.token_budget))
         stage = job_stage(session.selector, job)
