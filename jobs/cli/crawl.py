@@ -8,6 +8,7 @@ from typing import Any
 
 from jobs.cli.console import Console
 from jobs.cli.options import add_db, add_private_networks, duration, interactive, non_negative_int, positive_float
+from jobs.crawl_lines import not_fetched_lines, skipped_lines, workers_lost_line
 from jobs.errors import ConfigError, ExitCode, Interrupted, NothingToDoError, WriteFailedError
 from pipelines import defaults
 
@@ -76,8 +77,9 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     console.result(summary.line())
     console.verdict = "; ".join(filter(None, (summary.line(), summary.failures_phrase())))
     _failures(console, summary)
-    if summary.workers_lost:  # a crawl through Redis: their leases were fetched again, but cron hears of it
-        console.important(f"Notice: workers lost: {summary.workers_lost}")
+    lost = workers_lost_line(summary)
+    if lost:
+        console.important(lost)
     # A crawl stopped by --max-duration left URLs unfetched, and one that met a bug may have: partial, like
     # failed ones.
     partial = summary.failures or summary.stopped_after or summary.internal_errors
@@ -85,18 +87,11 @@ def handle(args: argparse.Namespace, console: Console) -> int:
 
 
 def _skipped(console: Console, summary: Any) -> None:
-    for problem in getattr(summary, "problems", []):
-        console.info(f"Skipped {problem}")
+    for line in skipped_lines(summary):
+        console.info(line)
 
 
 def _failures(console: Console, summary: Any) -> None:
-    """The URLs that could not be fetched and why: for cron, so also under --quiet."""
-    failures = getattr(summary, "failures", [])
-    if not failures:
-        return
-    console.important(f"Not fetched ({len(failures)}):")
-    for line in summary.failure_lines():
+    """The URLs that could not be fetched and why: for cron, so also under --quiet (as `webqa run` says them)."""
+    for line in not_fetched_lines(summary):
         console.important(line)
-    hint = summary.blocked_hint()
-    if hint:
-        console.important(f"Notice: {hint}")
