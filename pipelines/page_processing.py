@@ -7,9 +7,9 @@ can be submitted to a ``ProcessPoolExecutor`` as is (``pipelines/extraction.py``
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from pipelines import defaults
+from pipelines import defaults, languages
 from pipelines.chunk import Chunk, split_blocks
 from pipelines.clean import CleanResult, clean_page
 from pipelines.cpu_deadline import CpuDeadlineExceeded, cpu_deadline
@@ -54,6 +54,9 @@ def process_page(
                 clean, blocks = clean_page(html, url)
             else:
                 clean, blocks = extract_document(kind, html, url, pdf_max_pages=pdf_max_pages)
+            if clean.lang is None and clean.text:
+                # Undeclared: told from the text, since it chooses the page's stemmer (pipelines/languages.py).
+                clean = replace(clean, lang=languages.detect(clean.text))
             chunks = split_blocks(blocks, url, max_tokens=max_tokens, overlap_tokens=overlap_tokens)
     except Unreadable as unreadable:
         seconds = time.perf_counter() - start

@@ -6,7 +6,7 @@ keeps working instead of failing on a missing column.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -271,7 +271,8 @@ CREATE TABLE IF NOT EXISTS selection_docs (
     url VARCHAR NOT NULL,
     ordinal INTEGER NOT NULL,
     embed_key VARCHAR NOT NULL,
-    len INTEGER NOT NULL
+    len INTEGER NOT NULL,
+    lang VARCHAR NOT NULL                  -- the stemmer its words were indexed with (pipelines/languages.py)
 );
 CREATE TABLE IF NOT EXISTS bm25_postings (
     term VARCHAR NOT NULL,
@@ -282,8 +283,8 @@ CREATE TABLE IF NOT EXISTS bm25_postings (
 );
 """
 SELECTION_TABLES = ("selection_docs", "bm25_postings")
-# The words BM25 leaves out (pipelines/search_index.py FTS_STOPWORDS).
-CREATE_FTS_STOPWORDS = "CREATE TABLE IF NOT EXISTS fts_stopwords (sw VARCHAR PRIMARY KEY)"
+# The words BM25 leaves out, per stemmer (pipelines/search_index.py stopword_rows).
+CREATE_FTS_STOPWORDS = "CREATE TABLE IF NOT EXISTS fts_stopwords (lang VARCHAR, sw VARCHAR, PRIMARY KEY (lang, sw))"
 # meta key set when the index tables hold every chunk (a full build, or a database that had no chunk when
 # they were created): without it, stored chunks predate page-by-page indexing and need one full build.
 INDEX_META_KEY = "selection_index"
@@ -339,5 +340,13 @@ MIGRATIONS: dict[int, list[str]] = {
         # The string pipelines/duplicates.py text_hash hashes: chunks in order, "heading path \x1f text", \x1e apart.
         "UPDATE pages SET text_hash = h.hash FROM (SELECT url, sha256(string_agg(heading_path || chr(31) || text, "
         "chr(30) ORDER BY ordinal)) AS hash FROM chunks GROUP BY url) h WHERE pages.url = h.url",
+    ],
+    # 9: each page's words stemmed in its language (pipelines/languages.py): stop words per language, docs with
+    # their stemmer. The index is built again in full, as after step 5 (its meta key goes).
+    9: [
+        "DROP TABLE IF EXISTS fts_stopwords",
+        "DROP TABLE IF EXISTS bm25_postings",
+        "DROP TABLE IF EXISTS selection_docs",
+        "DELETE FROM meta WHERE key = 'selection_index'",
     ],
 }

@@ -13,7 +13,7 @@ from typing import Any
 
 import duckdb
 
-from pipelines import schema, vectors
+from pipelines import languages, schema, vectors
 from pipelines.errors import StoreError
 from pipelines.sql import insert_rows, table_exists
 
@@ -52,18 +52,40 @@ def tokenize(text: str) -> str:
     """SQL for the words of the SQL expression ``text``: the fts extension's tokenize macro as
     ``create_fts_index(..., ignore='(\\.|[^a-z0-9])+', strip_accents=1, lower=1)`` defines it.
 
-    Chunks and questions both go through this one expression, so their terms always agree.
+    English chunks and questions both go through this one expression, so their terms always agree.
     """
     return (f"string_split_regex(regexp_replace(lower(strip_accents(({text})::VARCHAR)), "
             f"'(\\.|[^a-z0-9])+', ' ', 'g'), '\\s+')")
 
 
+def tokenize_letters(text: str) -> str:
+    """SQL for the words of ``text`` in another language: letters of any script and digits, accents kept,
+    since Snowball's stemmers read them ("configuración" and "configuraciones" share a stem; without its
+    accent the first keeps its suffix). The stem is stripped of accents afterwards (``terms``)."""
+    return (f"string_split_regex(regexp_replace(lower(({text})::VARCHAR), "
+            f"'(\\.|[^\\p{{L}}\\p{{N}}])+', ' ', 'g'), '\\s+')")
+
+
+def tokenize_in(text: str, lang: str) -> str:
+    """SQL for the words of ``text`` written in the stemmer (SQL expression) ``lang``."""
+    return f"(CASE WHEN {lang} = '{languages.ENGLISH}' THEN {tokenize(text)} ELSE {tokenize_letters(text)} END)"
+
+
 def terms(words: str) -> str:
-    """SQL: the rows of ``words`` (a query with a column ``w``, other columns kept) that are BM25 words, with
-    their Porter stem as ``term``: empty words and stop words leave before stemming (``stem`` comes from the
-    fts extension)."""
-    return (f"SELECT *, stem(w, 'porter') AS term FROM ({words}) "
-            "WHERE len(w) > 0 AND w NOT IN (SELECT sw FROM fts_stopwords)")
+    """SQL: the rows of ``words`` (a query with columns ``w`` and ``lang``, a stemmer; other columns kept)
+    that are BM25 words, with their stem as ``term``: empty words and the language's stop words leave before
+    stemming (``stem`` comes from the fts extension). English words get their Porter stem as always; other
+    languages' stems lose their accents, so a question typed without them still matches."""
+    return (f"SELECT x.*, CASE WHEN x.lang = '{languages.ENGLISH}' THEN stem(x.w, '{languages.ENGLISH}') "
+            f"ELSE strip_accents(stem(x.w, x.lang)) END AS term FROM ({words}) x "
+            "ANTI JOIN fts_stopwords s ON s.lang = x.lang AND s.sw = x.w WHERE len(x.w) > 0")
+
+
+def language_of_pages(where: str) -> str:
+    """SQL: the pages' (``where``: a condition on ``pages``) stemmers, as temp.index_langs (url, lang)."""
+    cases = " ".join(f"WHEN '{code}' THEN '{name}'" for code, name in sorted(languages.STEMMERS.items()))
+    return (f"CREATE OR REPLACE TEMP TABLE index_langs AS SELECT url, CASE lower(split_part(replace(trim(lang), "
+            f"'_', '-'), '-', 1)) {cases} ELSE '{languages.ENGLISH}' END AS lang FROM pages WHERE {where}")
 
 
 # Chunks are indexed in three statements: their terms into a temporary table, their docs (numbered from
@@ -76,34 +98,40 @@ BOUND_CHUNKS = """(SELECT unnest($chunk_id) AS chunk_id, unnest($url) AS url, un
 
 
 def index_terms(source: str) -> str:
-    """SQL: the terms of the chunks of ``source`` (ALL_CHUNKS, or a table of BOUND_CHUNKS) into a temporary table."""
+    """SQL: the terms of the chunks of ``source`` (ALL_CHUNKS, or a table of BOUND_CHUNKS) into a temporary
+    table, each chunk's words stemmed in its page's language (temp.index_langs; a page without one: English)."""
+    chunks = (f"(SELECT c.chunk_id, c.heading_path, c.text, coalesce(l.lang, '{languages.ENGLISH}') AS lang "
+              f"FROM {source} c LEFT JOIN temp.index_langs l USING (url))")
     words = f"""
-    SELECT chunk_id, 0 AS field, unnest({tokenize("heading_path")}) AS w FROM {source}
+    SELECT chunk_id, lang, 0 AS field, unnest({tokenize_in("heading_path", "lang")}) AS w FROM {chunks}
     UNION ALL
-    SELECT chunk_id, 1 AS field, unnest({tokenize("text")}) AS w FROM {source}"""
+    SELECT chunk_id, lang, 1 AS field, unnest({tokenize_in("text", "lang")}) AS w FROM {chunks}"""
     # Words are counted per chunk first and each distinct word of the batch stemmed once: chunks repeat
     # their words, and stemming every occurrence was a large share of a page write.
     return f"""
 CREATE OR REPLACE TEMP TABLE index_terms AS
 WITH counted AS (
-    SELECT chunk_id, w, count(*) FILTER (WHERE field = 0) AS tf_heading, count(*) FILTER (WHERE field = 1) AS tf_text
-    FROM ({words}) GROUP BY chunk_id, w
+    SELECT chunk_id, lang, w, count(*) FILTER (WHERE field = 0) AS tf_heading,
+           count(*) FILTER (WHERE field = 1) AS tf_text
+    FROM ({words}) GROUP BY chunk_id, lang, w
 ),
-stems AS ({terms("SELECT DISTINCT w FROM counted")})
+stems AS ({terms("SELECT DISTINCT lang, w FROM counted")})
 SELECT chunk_id, term, sum(tf_heading)::INTEGER AS tf_heading, sum(tf_text)::INTEGER AS tf_text
-FROM counted JOIN stems USING (w)
+FROM counted JOIN stems USING (lang, w)
 GROUP BY chunk_id, term
 """
 
 
 def index_docs(source: str) -> str:
-    """SQL: the docs of the chunks of ``source``, numbered from ``$base`` in (url, ordinal) order."""
+    """SQL: the docs of the chunks of ``source``, numbered from ``$base`` in (url, ordinal) order, with the
+    stemmer their words were indexed with."""
     return f"""
-INSERT INTO selection_docs (doc, chunk_id, url, ordinal, embed_key, len)
+INSERT INTO selection_docs (doc, chunk_id, url, ordinal, embed_key, len, lang)
 SELECT ($base + row_number() OVER (ORDER BY c.url, c.ordinal))::INTEGER, c.chunk_id, c.url, c.ordinal, c.embed_key,
-       coalesce(l.len, 0)::INTEGER
+       coalesce(l.len, 0)::INTEGER, coalesce(g.lang, '{languages.ENGLISH}')
 FROM {source} c LEFT JOIN (SELECT chunk_id, sum(tf_heading + tf_text) AS len FROM index_terms GROUP BY chunk_id) l
     USING (chunk_id)
+    LEFT JOIN temp.index_langs g USING (url)
 ORDER BY 1
 """
 
@@ -115,7 +143,7 @@ FROM index_terms t JOIN selection_docs s USING (chunk_id)
 WHERE s.doc > $base
 ORDER BY t.term, s.doc
 """
-DROP_INDEX_TERMS = "DROP TABLE IF EXISTS temp.index_terms"
+DROP_INDEX_TERMS = ("DROP TABLE IF EXISTS temp.index_terms", "DROP TABLE IF EXISTS temp.index_langs")
 
 # Removing pages' chunks from the index: postings and docs (vectors: pipelines/vectors.py).
 _DOCS_OF_URLS = "SELECT doc FROM selection_docs WHERE list_contains($urls, url)"
@@ -131,15 +159,15 @@ NEXT_DOC_BASE = "SELECT coalesce(max(doc), 0) FROM selection_docs"
 # document frequencies counted from those same rows, the document count and average length from
 # selection_docs (nothing is kept as a running total, so nothing can drift), a sum per doc, and only then
 # the url and ordinal of the best-scoring docs for the tie-break and the text of the top ``pool``. The question
-# is tokenised by the same SQL as the chunks (tokenize above). The per-doc sum is taken in
+# is tokenised and stemmed by the same SQL as the chunks (terms above), in its own language ($lang). The per-doc sum is taken in
 # DECIMAL(38, 18), exact and so independent of the order DuckDB's parallel aggregate adds the terms in:
 # summed as DOUBLE, scores differed run to run in the last bit, which reordered tied chunks (copies of a
 # section on several pages) between runs. Against match_bm25 scores differ by at most ~1e-15.
 BM25_SQL = f"""
-WITH words AS (SELECT unnest({tokenize("$q")}) AS w),
+WITH words AS (SELECT unnest({tokenize_in("$q", "$lang")}) AS w, $lang AS lang),
 -- Stop words leave the question before stemming, as they left the text when it was indexed: match_bm25
 -- stems them too, and "are" became "ar", matching every AR and ARFLAGS of the sysconfig page.
-tokens AS (SELECT DISTINCT term FROM ({terms("SELECT w FROM words")})),
+tokens AS (SELECT DISTINCT term FROM ({terms("SELECT w, lang FROM words")})),
 hits AS MATERIALIZED (
     SELECT p.term, p.doc, p.tf_heading, p.tf_text, p.len FROM bm25_postings p WHERE p.term IN (SELECT term FROM tokens)
 ),
@@ -179,12 +207,18 @@ def load_fts(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute(f"LOAD '{fts_extension_path()}'")
 
 
+def stopword_rows() -> list[tuple[str, str]]:
+    """(stemmer, word): English's short FTS_STOPWORDS, and Snowball's list for every other language."""
+    return [(languages.ENGLISH, w) for w in FTS_STOPWORDS] + languages.stop_rows()
+
+
 def fill_stopwords(conn: duckdb.DuckDBPyConnection) -> None:
-    """Make ``fts_stopwords`` hold exactly FTS_STOPWORDS (the list changes with webqa, not with the data)."""
+    """Make ``fts_stopwords`` hold exactly ``stopword_rows()`` (the lists change with webqa, not with the data)."""
     conn.execute(schema.CREATE_FTS_STOPWORDS)
-    if conn.execute("SELECT count(*) FROM fts_stopwords").fetchone() != (len(FTS_STOPWORDS),):
+    rows = stopword_rows()
+    if conn.execute("SELECT count(*) FROM fts_stopwords").fetchone() != (len(rows),):
         conn.execute("DELETE FROM fts_stopwords")
-        insert_rows(conn, "INSERT INTO fts_stopwords VALUES", [[w] for w in FTS_STOPWORDS])
+        insert_rows(conn, "INSERT INTO fts_stopwords VALUES", [list(r) for r in rows])
 
 
 def index_pages(conn: duckdb.DuckDBPyConnection, urls: Sequence[str] | None, rows: Sequence[Sequence[Any]] = ()) -> None:
@@ -208,6 +242,7 @@ def index_pages(conn: duckdb.DuckDBPyConnection, urls: Sequence[str] | None, row
     base = int(row[0]) if row else 0
     if urls is None:
         source = ALL_CHUNKS
+        conn.execute(language_of_pages("true"))
     else:
         # The rows are bound once, into a temporary table both statements below read: binding a batch's
         # texts costs as much as tokenising them.
@@ -215,10 +250,12 @@ def index_pages(conn: duckdb.DuckDBPyConnection, urls: Sequence[str] | None, row
         conn.execute(f"CREATE OR REPLACE TEMP TABLE index_chunks AS SELECT * FROM {BOUND_CHUNKS}", {
             name: [r[i] for r in rows] for name, i in
             (("chunk_id", 0), ("url", 1), ("ordinal", 2), ("heading", 3), ("text", 4), ("key", 7))})
+        conn.execute(language_of_pages("list_contains($urls, url)"), {"urls": sorted(set(urls))})
     conn.execute(index_terms(source))
     conn.execute(index_docs(source), {"base": base})
     conn.execute(INDEX_POSTINGS, {"base": base})
-    conn.execute(DROP_INDEX_TERMS)
+    for statement in DROP_INDEX_TERMS:
+        conn.execute(statement)
     conn.execute("DROP TABLE IF EXISTS temp.index_chunks")
     if urls is not None:
         vectors.index_docs_above(conn, base)
@@ -268,14 +305,26 @@ def keyword_rank(conn: duckdb.DuckDBPyConnection, keywords: Sequence[str], scope
     ).fetchall()
 
 
+def indexed_stemmers(conn: duckdb.DuckDBPyConnection) -> list[str]:
+    """The stemmers the indexed chunks were indexed with (one per language of the pages)."""
+    return [r[0] for r in conn.execute("SELECT DISTINCT lang FROM selection_docs ORDER BY 1").fetchall()]
+
+
+def question_stemmer(conn: duckdb.DuckDBPyConnection, question: str) -> str:
+    """The stemmer a question is stemmed with: its language among those of the indexed pages
+    (pipelines/languages.py question_stemmer); English when the index holds only English."""
+    return languages.question_stemmer(question, indexed_stemmers(conn))
+
+
 def bm25_rank(conn: duckdb.DuckDBPyConnection, question: str, scope: Sequence[str] | None, *, pool: int,
               k1: float, b: float, heading_weight: float) -> list[tuple[Any, ...]]:
     """BM25_SQL's rows, best first: (chunk_id, url, heading_path, text, token_estimate, score, ordinal).
 
     Raises duckdb.CatalogException when the index tables are missing.
     """
+    lang = question_stemmer(conn, question)
     return conn.execute(BM25_SQL, {"q": question, "urls": scope, "pool": pool, "k1": k1, "b": b,
-                                   "heading_weight": heading_weight}).fetchall()
+                                   "heading_weight": heading_weight, "lang": lang}).fetchall()
 
 
 def has_pages(conn: duckdb.DuckDBPyConnection) -> bool:

@@ -101,13 +101,15 @@ def store(tmp_path: Path) -> Iterator[RunStore]:
 # tokenize): built here only as the reference BM25_SQL is checked against.
 REFERENCE_FTS = (
     "PRAGMA create_fts_index('chunks', 'chunk_id', 'heading_path', 'text', "
-    "stemmer='porter', stopwords='fts_stopwords', ignore='(\\.|[^a-z0-9])+', strip_accents=1, lower=1, "
+    "stemmer='porter', stopwords='reference_stopwords', ignore='(\\.|[^a-z0-9])+', strip_accents=1, lower=1, "
     "overwrite=1)"
 )
 
 
 def reference_fts(store: RunStore) -> None:
     store.load_fts()
+    # English's stop words (fts_stopwords holds one list per stemmer; the extension reads a one-column table).
+    store.conn.execute("CREATE OR REPLACE TABLE reference_stopwords AS SELECT sw FROM fts_stopwords WHERE lang = 'porter'")
     store.conn.execute(REFERENCE_FTS)
 
 
