@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import tests.corpus as corpus
+import tests.support.corpus as corpus
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -52,7 +52,7 @@ def test_system_copy_is_the_fallback_only_when_the_project_has_none(tmp_path: Pa
 
 
 def test_no_reader_hard_codes_the_system_path() -> None:
-    readers = [*REPO.glob("tests/*.py"), *REPO.glob("benchmarks/*.py"), *REPO.glob("scripts/*"),
+    readers = [*REPO.glob("tests/**/*.py"), *REPO.glob("benchmarks/*.py"), *REPO.glob("scripts/*"),
                *REPO.glob("demo/**/*"), REPO / "Makefile", REPO / ".ci" / "run"]
     # The absolute path only: inside the unpacked package (".../tree/usr/share/doc/...") it is fine.
     system_path = re.compile(r"(?<![\w/])/usr/share/doc/python3\.11")
@@ -96,13 +96,14 @@ def executable(path: Path, text: str) -> None:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """A copy of the parts of the project the script uses: itself and tests/corpus.py."""
+    """A copy of the parts of the project the script uses: itself and tests/support/corpus.py."""
     copy = tmp_path / "project"
     (copy / "scripts").mkdir(parents=True)
-    (copy / "tests").mkdir()
+    (copy / "tests" / "support").mkdir(parents=True)
     shutil.copy(REPO / "scripts" / "install-corpus.sh", copy / "scripts")
-    shutil.copy(REPO / "tests" / "corpus.py", copy / "tests")
+    shutil.copy(REPO / "tests" / "support" / "corpus.py", copy / "tests" / "support")
     (copy / "tests" / "__init__.py").touch()
+    (copy / "tests" / "support" / "__init__.py").touch()
     return copy
 
 
