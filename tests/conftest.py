@@ -1,4 +1,5 @@
-"""Shared pytest wiring: fixtures live in their own modules and are registered here."""
+"""Shared pytest wiring: fixtures live in their own modules and are registered here, and the `e2e` marker
+is kept honest (tests/support/e2e.py)."""
 
 import os
 
@@ -9,6 +10,8 @@ import os
 os.environ["WEBQA_ALLOW_PRIVATE_NETWORKS"] = "1"
 
 pytest_plugins = [
+    "pytester",
+    "tests.support.e2e",
     "tests.support.fake_ollama",
     "tests.support.site_server",
 ]

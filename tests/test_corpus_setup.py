@@ -139,6 +139,7 @@ def manual_debs(tmp: Path) -> None:
     build_deb(tmp, "libjs-underscore", {"usr/share/javascript/underscore/underscore.js": "/* underscore */"})
 
 
+@pytest.mark.e2e
 @needs_dpkg
 def test_unpacks_the_manual_into_the_project_without_installing_anything(tmp_path: Path, project: Path) -> None:
     manual_debs(tmp_path)
@@ -158,6 +159,7 @@ def test_unpacks_the_manual_into_the_project_without_installing_anything(tmp_pat
     assert len((tmp_path / "apt-calls").read_text(encoding="utf-8").splitlines()) == 1
 
 
+@pytest.mark.e2e
 @needs_dpkg
 def test_non_root_with_unknown_package_says_what_to_do_in_one_line(tmp_path: Path, project: Path) -> None:
     bin_dir = stub_apt(tmp_path, knows_packages=False, uid=1000)
@@ -170,6 +172,7 @@ def test_non_root_with_unknown_package_says_what_to_do_in_one_line(tmp_path: Pat
     assert not (project / "build" / "corpus").exists()
 
 
+@pytest.mark.e2e
 @needs_dpkg
 def test_root_refreshes_the_package_lists_once_then_gives_up_in_one_line(tmp_path: Path, project: Path) -> None:
     bin_dir = stub_apt(tmp_path, knows_packages=False, uid=0)
@@ -182,6 +185,7 @@ def test_root_refreshes_the_package_lists_once_then_gives_up_in_one_line(tmp_pat
     assert error.endswith("the corpus tests will be skipped")
 
 
+@pytest.mark.e2e
 @needs_dpkg
 def test_make_corpus_skips_with_one_line_when_it_cannot_fetch(tmp_path: Path, project: Path) -> None:
     shutil.copy(REPO / "Makefile", project / "Makefile")

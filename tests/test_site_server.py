@@ -420,6 +420,7 @@ def test_fixed_port_conflict_is_reported() -> None:
             SiteServer(("127.0.0.2", "127.0.0.1"), port=first.port).start()
 
 
+@pytest.mark.e2e
 def test_script_mode_serves_and_stops_on_sigint(www: Path) -> None:
     # faulthandler: if it does not stop, SIGABRT makes it print every thread's stack for the failure message.
     proc = subprocess.Popen(

@@ -61,6 +61,7 @@ def wait_for(condition: Any, what: str, timeout: float = 60.0, interval: float =
 # -- 1. several hosts, URL files -------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_crawls_two_hosts_and_reports_bad_list_entries(site: SiteServer, tmp_path: Path) -> None:
     guide = page("Guide", ("Install", "Usage"))
     reference = page("Reference", ("Options", "Examples"))
@@ -121,6 +122,7 @@ def test_crawls_two_hosts_and_reports_bad_list_entries(site: SiteServer, tmp_pat
 # -- 2. politeness ---------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_delay_holds_per_host_while_hosts_are_crawled_in_parallel(site: SiteServer, tmp_path: Path) -> None:
     urls = []
     for host in (0, 1):
@@ -147,6 +149,7 @@ def test_delay_holds_per_host_while_hosts_are_crawled_in_parallel(site: SiteServ
 # -- 3. what goes wrong, recorded --------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_bad_cases_are_recorded_and_the_crawl_goes_on(site: SiteServer, tmp_path: Path) -> None:
     url = site.url
     site.add(0, "/good.html", page("Good"))
@@ -221,6 +224,7 @@ def test_bad_cases_are_recorded_and_the_crawl_goes_on(site: SiteServer, tmp_path
     assert (counts["fetched"], counts["skipped"], counts["failed"]) == (6, 1, 7)  # paper.pdf: a PDF that is not one, failed
 
 
+@pytest.mark.e2e
 def test_timeout_and_oversize_are_recorded(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/good.html", page("Good"))
     site.slow(0, "/slow.html", 30, page("Slow"))
@@ -245,6 +249,7 @@ def test_timeout_and_oversize_are_recorded(site: SiteServer, tmp_path: Path) -> 
 # -- 4./5. incremental re-crawl --------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_recrawl_uses_conditional_get_and_rewrites_only_changed_pages(site: SiteServer, tmp_path: Path) -> None:
     names = ("alpha", "beta", "gamma")
     for name in names:
@@ -322,6 +327,7 @@ def test_recrawl_uses_conditional_get_and_rewrites_only_changed_pages(site: Site
     assert len(chunk_ids(db)) == sum(len(chunk_ids(db, url)) for url in listed)
 
 
+@pytest.mark.e2e
 def test_unchanged_body_without_validators_is_not_rewritten(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/plain.html", page("Plain"), conditional=False)
     url = site.url(0, "/plain.html")
@@ -367,6 +373,7 @@ def held_db(tmp_path: Path) -> Iterator[tuple[Path, int]]:
         holder.wait(timeout=10)
 
 
+@pytest.mark.e2e
 def test_database_in_use_is_one_line_and_exit_4(site: SiteServer, held_db: tuple[Path, int]) -> None:
     db, pid = held_db
     site.add(0, "/a.html", page("A"))
@@ -381,6 +388,7 @@ def test_database_in_use_is_one_line_and_exit_4(site: SiteServer, held_db: tuple
     assert not site.requests_for(0)  # nothing was fetched
 
 
+@pytest.mark.e2e
 def test_killed_crawl_keeps_stored_pages_and_their_index(site: SiteServer, tmp_path: Path) -> None:
     for name in ("first", "second", "third"):
         site.add(0, f"/{name}.html", page(f"{name.title()} page", (f"{name.title()} zq{name}",)))
@@ -446,6 +454,7 @@ def test_killed_crawl_keeps_stored_pages_and_their_index(site: SiteServer, tmp_p
 # -- 8. following links ----------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_depth_follows_same_host_links_within_limits(site: SiteServer, tmp_path: Path) -> None:
     links = ["/docs/a.html", "/docs/b.html", "/private/secret.html", "/docs/feed", site.url(1, "/other.html"), "#top"]
     site.add(0, "/index.html", page("Index", links=links))
@@ -479,6 +488,7 @@ def test_depth_follows_same_host_links_within_limits(site: SiteServer, tmp_path:
     assert len([r for r in site.log if r.path != "/robots.txt"]) == 2
 
 
+@pytest.mark.e2e
 def test_a_link_urljoin_refuses_is_skipped_and_the_page_kept_with_its_other_links(site: SiteServer, tmp_path: Path) -> None:
     # urllib cannot split an unclosed IPv6 bracket (ValueError: Invalid IPv6 URL): that link is no URL
     # and is dropped, as Scrapy's LinkExtractor drops it, instead of failing the page it is on.
@@ -563,6 +573,7 @@ def test_links_the_base_url_leaves_relative_are_resolved_against_their_own_page(
 # -- 9. nothing to do --------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_nothing_fetchable_exits_3(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/gone.html", "gone", status=404)
     db = tmp_path / "webqa.duckdb"
@@ -597,6 +608,7 @@ def internal_error(exc: str) -> str:
     return f"internal error: {exc}; please report it"
 
 
+@pytest.mark.e2e
 def test_a_url_whose_handling_raises_is_recorded_failed_and_the_others_go_on(site: SiteServer, tmp_path: Path) -> None:
     # Scrapy logs what a spider callback or errback raises (only with -v here) and drops the URL: without a
     # record it was in neither the summary nor fetch_log, and a crawl of only such URLs said "0 failed".
@@ -629,6 +641,7 @@ def test_a_url_whose_handling_raises_is_recorded_failed_and_the_others_go_on(sit
     assert f"  {parse_url}: failed: {parse_reason}" in result.stderr.splitlines()
 
 
+@pytest.mark.e2e
 def test_a_bug_after_a_page_is_recorded_is_logged_and_the_page_keeps_its_one_record(site: SiteServer, tmp_path: Path) -> None:
     # The spider yields a page before the requests for its links; a bug in following them must not add
     # a failed row to a stored page, nor pass unseen.
@@ -663,6 +676,7 @@ def test_a_run_whose_crawl_met_a_bug_after_recording_is_partial() -> None:
     assert (clean.status, int(clean.exit_code)) == ("done", 0)
 
 
+@pytest.mark.e2e
 def test_a_page_the_item_pipelines_raise_on_is_recorded_failed(site: SiteServer, tmp_path: Path) -> None:
     # An exception out of an item pipeline drops the item in Scrapy: the page was neither stored nor logged.
     for path in ("/ok.html", "/bug-extract.html", "/bug-store.html"):
@@ -687,6 +701,7 @@ def test_a_page_the_item_pipelines_raise_on_is_recorded_failed(site: SiteServer,
 # -- 10. scrapy's own command line -------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_scrapy_command_line_runs_the_spider(site: SiteServer, tmp_path: Path) -> None:
     listed = subprocess.run([sys.executable, "-m", "scrapy", "list"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert listed.returncode == 0, listed.stderr
@@ -792,6 +807,7 @@ def test_extraction_pool_kills_a_hung_worker(monkeypatch: pytest.MonkeyPatch, tm
     wait_for(gone, f"the hung worker (PID {pid}) to be killed", timeout=10)
 
 
+@pytest.mark.e2e
 def test_redirect_to_another_listed_url_keeps_both(site: SiteServer, tmp_path: Path) -> None:
     # Scrapy's duplicate filter would drop the redirect hop to a URL already fetched under its own
     # name, and the old URL would end with neither a page nor a fetch_log row.

@@ -123,12 +123,14 @@ def site_urls(site: SiteServer) -> list[str]:
     return [site.url(0, f"/{n}.html") for n in ("first", "second", "third")] + [site.url(1, "/slow.html")]
 
 
+@pytest.mark.e2e
 def test_killed_crawl_leaves_no_process_behind(slow_site: SiteServer, tmp_path: Path) -> None:
     command = [sys.executable, "-m", "jobs.cli", "crawl", *site_urls(slow_site), "--db", str(tmp_path / "w.duckdb"),
                "--delay", "0", "--workers", "2"]
     kill_mid_crawl_and_watch_children(command, slow_site, tmp_path / "stderr.txt")
 
 
+@pytest.mark.e2e
 def test_killed_run_leaves_no_process_behind(slow_site: SiteServer, tmp_path: Path) -> None:
     job = tmp_path / "job.yaml"
     job.write_text(
@@ -171,6 +173,7 @@ def small_disk(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], None] | None
         yield folder, _limit_file_size(3 * 1024 * 1024)
 
 
+@pytest.mark.e2e
 def test_full_disk_stops_the_crawl_with_one_error_and_exit_3(site: SiteServer, small_disk: tuple[Path, Any],
                                                              tmp_path: Path) -> None:
     from tests.support.crawling import prose, rows, summary
@@ -213,6 +216,7 @@ def test_full_disk_stops_the_crawl_with_one_error_and_exit_3(site: SiteServer, s
 # -- a bound on the crawl's duration ---------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_max_duration_stops_gracefully_keeps_what_was_fetched_and_exits_1(site: SiteServer, tmp_path: Path) -> None:
     from tests.support.crawling import pages, rows
 
@@ -238,6 +242,7 @@ def test_max_duration_stops_gracefully_keeps_what_was_fetched_and_exits_1(site: 
     assert rows(db, "SELECT status FROM crawl_runs") == [("timed_out",)]
 
 
+@pytest.mark.e2e
 def test_max_duration_drops_requests_waiting_for_their_hosts_delay(site: SiteServer, tmp_path: Path) -> None:
     """Scrapy's graceful close would still send every request already queued in a host's slot: with a
     1 s delay, ten pages on one host all went out after a 2 s bound."""
@@ -263,6 +268,7 @@ def test_max_duration_drops_requests_waiting_for_their_hosts_delay(site: SiteSer
     assert set(pages(db)) | not_sent == set(urls)  # every URL is either stored or recorded as not sent
 
 
+@pytest.mark.e2e
 def test_max_duration_with_nothing_fetched_exits_3(site: SiteServer, tmp_path: Path) -> None:
     site.slow(0, "/slow.html", 30, page("Slow page"))
     db = tmp_path / "w.duckdb"

@@ -8,9 +8,13 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from pipelines.store import Store
 from tests.support.site_server import SiteServer
 from tests.support.crawling import crawl_api, ok, page, pages, summary
+
+pytestmark = pytest.mark.e2e  # every test here starts a child process (tests/support/e2e.py)
 
 
 def job_pages(db: Path, job: str, crawl_run_id: int | None = None) -> list[str]:

@@ -17,8 +17,11 @@ from tests.support.crawling import REPO
 from tests.support.redis import (  # noqa: F401 - procs, redis_server and redis_url are fixtures, used by name
     REDIS_SERVER, Procs, crawl_rows, lease_holders, procs, redis_keys, redis_server, redis_url, stop_server, wait_for)
 
-pytestmark = pytest.mark.skipif(
-    REDIS_SERVER is None, reason="redis-server is not installed (apt-get install -y redis-server; .ci/run does)")
+pytestmark = [
+    pytest.mark.e2e,  # every test here starts a child process (tests/support/e2e.py)
+    pytest.mark.skipif(REDIS_SERVER is None,
+                       reason="redis-server is not installed (apt-get install -y redis-server; .ci/run does)"),
+]
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.site_server import SiteServer
 from tests.support.crawling import fetch_log, page, pages, run_cli, summary
+
+pytestmark = pytest.mark.e2e  # every test here starts a child process (tests/support/e2e.py)
 
 MAX = 8192  # pipelines.defaults.MAX_URL_LENGTH
 

@@ -417,6 +417,7 @@ def test_failures_are_described_with_their_outcome() -> None:
 # -- crawls with the guard on --------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_guard_blocks_loopback_before_any_request_and_the_option_opens_it(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/a.html", page("Alpha"))
     site.add(1, "/b.html", page("Beta"))
@@ -467,6 +468,7 @@ def test_guard_blocks_loopback_before_any_request_and_the_option_opens_it(site: 
                                 "or 0 to keep the SSRF guard on"]
 
 
+@pytest.mark.e2e
 def test_redirect_to_file_url_is_recorded_and_not_followed(site: SiteServer, tmp_path: Path) -> None:
     site.redirect(0, "/to-passwd.html", "file:///etc/passwd", status=302)
     site.add(0, "/good.html", page("Good"))
@@ -539,6 +541,7 @@ def test_retry_after_pauses_the_hosts_slot(monkeypatch: pytest.MonkeyPatch) -> N
     assert slot.delay > 0 and 4.9 < slot.delay - time.monotonic() + slot.lastseen <= 5.0
 
 
+@pytest.mark.e2e
 def test_retry_after_is_honoured_on_the_wire(site: SiteServer, tmp_path: Path) -> None:
     answered: dict[str, int] = {}
     lock = threading.Lock()
@@ -600,6 +603,7 @@ def bomb_handler(body: bytes, encoding: str) -> Any:
     return handler
 
 
+@pytest.mark.e2e
 def test_decompression_bombs_are_stopped_at_the_size_limit(site: SiteServer, tmp_path: Path) -> None:
     brotli = pytest.importorskip("brotli")
     from backports import zstd  # Scrapy 2.19 depends on it for zstd responses
@@ -639,6 +643,7 @@ def test_decompression_bombs_are_stopped_at_the_size_limit(site: SiteServer, tmp
     assert maxrss_mb(result) < 400, maxrss_mb(result)
 
 
+@pytest.mark.e2e
 def test_trickling_and_silent_servers_end_at_the_timeout(site: SiteServer, tmp_path: Path) -> None:
     site.trickle(0, "/trickle.html", total_bytes=100_000, bytes_per_chunk=10, interval=0.2)  # ~30 min in all
     site.slow(1, "/silent.html", 3600)  # headers never come
@@ -659,6 +664,7 @@ def test_trickling_and_silent_servers_end_at_the_timeout(site: SiteServer, tmp_p
     assert elapsed < 40, elapsed
 
 
+@pytest.mark.e2e
 def test_pathological_page_extraction_is_bounded(site: SiteServer, tmp_path: Path) -> None:
     # 60,000 paragraphs: ~15 s of trafilatura's CPU; the limit is 1 s of CPU here.
     heavy = "<html><body>" + "".join(f"<p>Paragraph number {i} says a little.</p>" for i in range(60_000)) + "</body></html>"
@@ -697,6 +703,7 @@ def test_extraction_workers_ignore_sigint_and_keep_quiet() -> None:
 # == 5. Junk ==========================================================================================
 
 
+@pytest.mark.e2e
 def test_junk_is_recorded_never_a_crash_or_a_stall(site: SiteServer, tmp_path: Path) -> None:
     rng = random.Random(9309)
     sentence = "Die Größe des Café ist wichtig, sagt der Bäcker."
@@ -758,6 +765,7 @@ def test_junk_is_recorded_never_a_crash_or_a_stall(site: SiteServer, tmp_path: P
 # == 7. YAML ===========================================================================================
 
 
+@pytest.mark.e2e
 def test_yaml_alias_bomb_job_exits_2_quickly(tmp_path: Path) -> None:
     lines = ["name: bomb", "urls: [https://example.org/]", 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     previous = "a"
@@ -793,6 +801,7 @@ def test_yaml_alias_bomb_job_exits_2_quickly(tmp_path: Path) -> None:
 # == issue 13 row 5: URL files are bounded and never block ==========================================
 
 
+@pytest.mark.e2e
 def test_crawl_input_that_is_a_device_or_fifo_is_one_error_line(tmp_path: Path) -> None:
     # `-i /dev/zero` read 1.28 GB in a second, then died with a MemoryError traceback; a FIFO hung.
     fifo = tmp_path / "urls.fifo"
@@ -813,6 +822,7 @@ def test_crawl_input_that_is_a_device_or_fifo_is_one_error_line(tmp_path: Path) 
 # == issue 13 row 10: the utf-16 label without a BOM is little-endian; garbled text is not stored ===
 
 
+@pytest.mark.e2e
 def test_utf16_label_without_bom_is_little_endian_and_garbled_text_is_recorded(site: SiteServer,
                                                                                 tmp_path: Path) -> None:
     sentence = "Grüße aus Köln: die Seite ist in UTF-16LE ohne BOM."

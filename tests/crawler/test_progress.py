@@ -48,6 +48,7 @@ def test_fit() -> None:
     assert fit("abc", 0) == ""
 
 
+@pytest.mark.e2e
 def test_crawl_on_an_80_column_pty_draws_lines_that_fit(tmp_path: Path) -> None:
     page = "<html><body><main><h1>P</h1><p>" + "Words in a sentence. " * 30 + "</p></main></body></html>"
     master, slave = pty.openpty()

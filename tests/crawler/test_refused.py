@@ -10,8 +10,12 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
+
 from tests.support.site_server import SiteServer
 from tests.support.run import WIDGET, rows, webqa
+
+pytestmark = pytest.mark.e2e  # every test here starts a child process (tests/support/e2e.py)
 
 
 def closed_ports(count: int) -> list[int]:

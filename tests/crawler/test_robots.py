@@ -201,6 +201,7 @@ def stored_pages(db: Path) -> set[str]:
         return {row[0] for row in con.execute("SELECT url FROM pages").fetchall()}
 
 
+@pytest.mark.e2e
 def test_queued_requests_all_wait_for_robots_redirects_and_404(
     site_factory: Callable[..., SiteServer], tmp_path: Path
 ) -> None:
@@ -246,6 +247,7 @@ def test_queued_requests_all_wait_for_robots_redirects_and_404(
     assert log[site.url(2, "/secret.html")][0] == "skipped"
 
 
+@pytest.mark.e2e
 def test_unreachable_robots_disallows_host_only(site_factory: Callable[..., SiteServer], tmp_path: Path) -> None:
     site = site_factory(hosts=THREE_HOSTS)
     site.add(0, "/robots.txt", status=503, body="down for maintenance", content_type=PLAIN)
@@ -275,6 +277,7 @@ def test_unreachable_robots_disallows_host_only(site_factory: Callable[..., Site
     assert list(cache) == [origin_of(site.url(2, "/"))]
 
 
+@pytest.mark.e2e
 def test_crawl_delay_is_kept_and_excessive_delay_skips_host(
     site: SiteServer, tmp_path: Path
 ) -> None:
@@ -297,6 +300,7 @@ def test_crawl_delay_is_kept_and_excessive_delay_skips_host(
         assert outcome == "skipped" and "robots.txt" in reason
 
 
+@pytest.mark.e2e
 def test_robots_cache_is_reused_but_failures_are_not(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/robots.txt", body="User-agent: *\nDisallow: /private/\nCrawl-delay: 1\n", content_type=PLAIN)
     site.add(1, "/robots.txt", status=500, content_type=PLAIN)

@@ -88,6 +88,7 @@ def test_a_sitemap_is_refused_through_redis_in_one_line(tmp_path: Path) -> None:
 # -- crawls -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_sitemap_index_with_a_gzip_child_under_allow_deny_and_one_host(site: SiteServer, tmp_path: Path) -> None:
     for name in ("a", "b", "c", "private"):
         site.add(0, f"/{name}.html", page(name.upper()))
@@ -114,6 +115,7 @@ def test_sitemap_index_with_a_gzip_child_under_allow_deny_and_one_host(site: Sit
     assert "sitemaps read 3 (6 URLs, 0 unchanged by lastmod)" in result.stdout
 
 
+@pytest.mark.e2e
 def test_lastmod_skips_a_page_unchanged_since_its_stored_copy(site: SiteServer, tmp_path: Path) -> None:
     for name in ("old", "new", "plain"):
         site.add(0, f"/{name}.html", page(name.title()))
@@ -137,6 +139,7 @@ def test_lastmod_skips_a_page_unchanged_since_its_stored_copy(site: SiteServer, 
     assert "fresh 0" in refreshed.stdout and len(site.requests_for(0, "/old.html")) == 2
 
 
+@pytest.mark.e2e
 def test_a_bomb_and_deep_nesting_are_refused_and_the_rest_goes_on(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/a.html", page("A"))
     site.add(0, "/deep.html", page("Deep"))
@@ -167,6 +170,7 @@ def test_a_bomb_and_deep_nesting_are_refused_and_the_rest_goes_on(site: SiteServ
     assert site.url(0, "/bomb.xml.gz") in lines[0]
 
 
+@pytest.mark.e2e
 def test_the_sites_sitemaps_through_robots_txt(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/robots.txt", f"User-agent: *\nDisallow: /secret\nSitemap: {site.url(0, '/s.xml')}\n",
              content_type="text/plain")
@@ -186,6 +190,7 @@ def test_the_sites_sitemaps_through_robots_txt(site: SiteServer, tmp_path: Path)
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.e2e
 def test_entries_to_a_private_or_other_host_are_refused_with_the_guard_on(site: SiteServer, tmp_path: Path) -> None:
     # docs.example is a "public" site behind a proxy (tests/support/proxy.py); 127.0.0.1 is private.
     secret = site.url(0, "/admin")
@@ -210,6 +215,7 @@ def test_entries_to_a_private_or_other_host_are_refused_with_the_guard_on(site: 
                    "private networks")
 
 
+@pytest.mark.e2e
 def test_max_pages_bounds_a_sitemaps_pages(site: SiteServer, tmp_path: Path) -> None:
     names = [f"p{i}" for i in range(6)]
     for name in names:
@@ -225,6 +231,7 @@ def test_max_pages_bounds_a_sitemaps_pages(site: SiteServer, tmp_path: Path) -> 
                    "the rest were not read")
 
 
+@pytest.mark.e2e
 def test_a_job_lists_a_sitemap(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/a.html", page("Alpha"))
     site.add(0, "/s.xml", urlset(site.url(0, "/a.html")), content_type=XML)

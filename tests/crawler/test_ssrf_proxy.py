@@ -19,6 +19,8 @@ from tests.support.site_server import SiteServer
 from tests.support.crawling import fetch_log, ok, page, pages
 from tests.support.proxy import ForwardingProxy, crawl_through
 
+pytestmark = pytest.mark.e2e  # every test here starts a child process (tests/support/e2e.py)
+
 HINT = "(SSRF guard); set allow_private_networks to crawl private networks"
 
 

@@ -15,6 +15,8 @@ import pytest
 from tests.support.site_server import SiteServer
 from tests.support.run import WIDGET, lines, webqa
 
+pytestmark = pytest.mark.e2e  # every test here starts a child process (tests/support/e2e.py)
+
 GOOD_AND_BAD = "{url}\nftp://example.org/file.txt\n"
 ALL_BAD = "# nothing fetchable\nftp://example.org/file.txt\nnot a url\n"
 

@@ -19,7 +19,8 @@ from tests.support.fake_ollama import FakeOllama, user_prompt
 from tests.support.site_server import SiteServer
 from tests.support.run import lines, prompt_question, prompt_sources, read_jsonl, rows, run_dir, webqa, write_job
 
-pytestmark = pytest.mark.skipif(not has_manual(CORPUS_DIR), reason=MISSING)
+# every test here starts a child process (tests/support/e2e.py)
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not has_manual(CORPUS_DIR), reason=MISSING)]
 
 DEFAULT = "leaving the maxsize at its default value of 128"
 DISABLED = "If maxsize is set to None, the LRU feature is disabled"

@@ -22,6 +22,8 @@ from tests.support.fake_ollama import FakeOllama, user_prompt
 from tests.support.site_server import SiteServer
 from tests.support.run import job_yaml, prompt_question, prompt_sources, read_jsonl, rows, run_dir, run_job, webqa, write_job
 
+pytestmark = pytest.mark.e2e  # every test here starts a child process (tests/support/e2e.py)
+
 PRIVACY = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Lumen privacy policy</title></head>
 <body><main><article>
 <h1>Lumen privacy policy</h1>

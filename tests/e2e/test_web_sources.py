@@ -7,12 +7,16 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import pytest
+
 from tests.support.fake_ollama import FakeOllama
 from tests.support.site_server import SiteServer
 from tests.support.crawling import fetch_log, page, pages, rows
 from tests.support.pdfs import MANUAL, OUTLINE, make_pdf
 from tests.support.responders import quoting, run_quietly
 from tests.support.sitemaps import index, urlset
+
+pytestmark = pytest.mark.e2e  # every test here starts a child process (tests/support/e2e.py)
 
 XML = "application/xml"
 

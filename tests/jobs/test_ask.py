@@ -31,6 +31,8 @@ from tests.support.run import (  # noqa: F401 - fixtures are used by name
     chat_prompts,
 )
 
+pytestmark = pytest.mark.e2e  # every test here starts a child process (tests/support/e2e.py)
+
 PORT_Q, PORT_FACT = QUESTIONS["port"]
 PY_Q, PY_FACT = QUESTIONS["python"]
 

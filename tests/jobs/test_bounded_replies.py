@@ -35,6 +35,8 @@ from tests.support.run import (  # noqa: F401 - fixtures are used by name
     write_job,
 )
 
+pytestmark = pytest.mark.e2e  # every test here starts a child process (tests/support/e2e.py)
+
 LOOPING = '{ "answer": "You can delete the folder with rmdir() and ' * 20  # a small model looping, cut off
 
 

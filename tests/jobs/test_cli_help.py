@@ -33,6 +33,7 @@ def test_the_core_commands_exist() -> None:
     assert {"crawl", "run", "ask", "explain"} <= set(COMMANDS)
 
 
+@pytest.mark.e2e
 def test_top_level_help() -> None:
     done = _help()
     assert done.returncode == 0 and done.stderr == ""
@@ -43,6 +44,7 @@ def test_top_level_help() -> None:
         assert option in done.stdout
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", COMMANDS)
 def test_command_help_mentions_every_option(command: str) -> None:
     done = _help(command)
@@ -64,6 +66,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", COMMANDS)
 def test_command_help_lists_the_documented_options(command: str) -> None:
     out = _help(command).stdout
@@ -73,11 +76,13 @@ def test_command_help_lists_the_documented_options(command: str) -> None:
         assert "keyword" in out and "bm25" in out and "embedding" in out and "hybrid" in out
 
 
+@pytest.mark.e2e
 def test_no_command_prints_usage_and_exits_2() -> None:
     done = subprocess.run(WEBQA, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "usage: webqa" in done.stderr
 
 
+@pytest.mark.e2e
 def test_committed_job_schema_matches_the_models() -> None:
     # configs/job.schema.json is what editors read; it must not drift from the pydantic models.
     import json
@@ -92,6 +97,7 @@ def test_committed_job_schema_matches_the_models() -> None:
     assert "questions" in json.loads(printed)["properties"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", COMMANDS)
 def test_command_help_lists_global_options_last_in_their_own_section(command: str) -> None:
     out = _help(command).stdout
@@ -101,6 +107,7 @@ def test_command_help_lists_global_options_last_in_their_own_section(command: st
         assert option in global_part and option not in own.split("options:", 1)[-1]
 
 
+@pytest.mark.e2e
 def test_version_is_in_the_top_level_help() -> None:
     assert "--version" in _help().stdout
 
@@ -127,6 +134,7 @@ def test_readme_names_every_option_and_no_other(command: str) -> None:
                              f"lacks {sorted(options - named)}"
 
 
+@pytest.mark.e2e
 def test_resume_help_says_what_readme_says() -> None:
     """--help said "no crawl" while README (and the code) fetch what the stopped crawl had not fetched."""
     options = _help("run").stdout.split("\noptions:", 1)[1]

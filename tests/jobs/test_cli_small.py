@@ -42,6 +42,7 @@ def down_host() -> str:
 # 1. --version
 
 
+@pytest.mark.e2e
 def test_version_prints_the_installed_version() -> None:
     done = webqa("--version")
     assert done.returncode == 0, done.stderr
@@ -67,6 +68,7 @@ def test_options_after_the_command_do_not_reset_those_before_it() -> None:
     assert args.verbose is False and args.quiet is False and args.log_file is None
 
 
+@pytest.mark.e2e
 def test_log_file_and_quiet_after_the_command_work(tmp_path: Path) -> None:
     # A bad line in the URL file is an info line ("Skipped …"): -q hides it, the log file keeps it.
     with SiteServer(hosts=("127.0.0.1",)) as site:
@@ -125,6 +127,7 @@ def test_every_command_with_db_is_listed() -> None:
     assert with_db == set(DB_COMMANDS)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", sorted(DB_COMMANDS))
 def test_db_that_is_a_folder_is_a_usage_error(command: str, tmp_path: Path) -> None:
     folder = tmp_path / "data"
@@ -163,6 +166,7 @@ def test_unrelated_unknown_key_leaves_the_missing_key_first() -> None:
                                   "least one question (and 1 more problem)")
 
 
+@pytest.mark.e2e
 def test_misspelt_required_key_through_the_cli(tmp_path: Path) -> None:
     job = write_job(tmp_path, "name: j\nurls: [https://example.org/]\nquestons:\n  - What?\n")
     done = webqa("run", job, "--db", tmp_path / "x.duckdb", cwd=tmp_path)

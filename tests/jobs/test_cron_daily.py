@@ -18,6 +18,8 @@ from tests.support.fake_ollama import FakeOllama
 from tests.support.site_server import SiteServer
 from tests.support.run import GARDEN, LIGHTHOUSE, QUESTIONS, WIDGET, job_file, quoting_responder, read_jsonl, rows, webqa
 
+pytestmark = pytest.mark.e2e  # every test here starts a child process (tests/support/e2e.py)
+
 
 def quiet_run(job: Path, db: Path, out: Path, *args: str, host: str) -> Any:
     return webqa("-q", "run", job, "--db", db, "--out", out, *args, host=host, timeout=180)

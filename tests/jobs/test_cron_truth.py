@@ -24,6 +24,8 @@ from tests.support.crawling import mount_tmpfs
 from tests.support.run import (GARDEN, LIGHTHOUSE, QUESTIONS, WEBQA, WIDGET, job_file, lines, quoting_responder, read_jsonl,
                                rows, webqa)
 
+pytestmark = pytest.mark.e2e  # every test here starts a child process (tests/support/e2e.py)
+
 
 def site_with_pages() -> SiteServer:
     site = SiteServer().start()

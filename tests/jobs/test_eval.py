@@ -93,6 +93,7 @@ def test_html_text_drops_scripts_and_tags() -> None:
     assert "a & b" in html_text("<p>a &amp; b</p><script>alert(1)</script>")
 
 
+@pytest.mark.e2e
 def test_eval_command_prints_json(db: Path, tmp_path: Path) -> None:
     job = tmp_path / "questions.yaml"
     job.write_text(
@@ -111,6 +112,7 @@ def test_eval_command_prints_json(db: Path, tmp_path: Path) -> None:
     assert report["questions"][0]["lost_at"] == {"bm25": None, "keyword": None}
 
 
+@pytest.mark.e2e
 def test_eval_without_expect_phrases_is_a_usage_error(db: Path, tmp_path: Path) -> None:
     job = tmp_path / "questions.yaml"
     job.write_text("name: evaltest\nquestions:\n  - What is the capital of France?\n", encoding="utf-8")
@@ -254,6 +256,7 @@ def test_answer_in_prompt_agrees_with_the_prompt_the_answerer_builds(db: Path, t
     assert len(outcome.attempts[0].sources) == funnel.sources_sent["bm25"]
 
 
+@pytest.mark.e2e
 def test_eval_command_reports_answer_in_prompt_at_the_given_budget(db: Path, tmp_path: Path) -> None:
     job = tmp_path / "questions.yaml"
     job.write_text(

@@ -18,12 +18,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.fake_ollama import FakeOllama, user_prompt
 from tests.support.site_server import SiteServer
 from tests.support.run import (  # noqa: F401 - crawled and db are fixtures, used by name
     ALL, GARDEN, LIGHTHOUSE, QUESTIONS, WEBQA, WIDGET, Crawled, crawled, db, lines, prompt_question,
     prompt_sources, quoting_responder, read_jsonl, rows, webqa,
 )
+
+pytestmark = pytest.mark.e2e  # every test here starts a child process (tests/support/e2e.py)
 
 _SENTENCE_END = re.compile(r"(?<=[.;])\s+")
 

@@ -15,6 +15,8 @@ import pytest
 from tests.support.site_server import SiteServer
 from tests.support.crawling import REPO, page
 
+pytestmark = pytest.mark.e2e  # every test here starts a child process (tests/support/e2e.py)
+
 
 @pytest.mark.parametrize("command", ["crawl", "run"])
 def test_a_second_sigterm_while_the_command_ends_still_exits_130(site: SiteServer, tmp_path: Path,

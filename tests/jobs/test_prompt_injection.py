@@ -178,6 +178,7 @@ def ask_json(db: Path, *args: str, host: str | None = None) -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
+@pytest.mark.e2e
 def test_dry_run_prompt_of_a_crawled_injection_page_keeps_the_rules(injected_db: Path) -> None:
     obj = ask_json(injected_db, "--dry-run")
 
@@ -195,6 +196,7 @@ def test_dry_run_prompt_of_a_crawled_injection_page_keeps_the_rules(injected_db:
     assert all("<rules>" not in text and '<source n="9"' not in text for text in injected)
 
 
+@pytest.mark.e2e
 def test_a_model_that_obeys_the_page_is_not_grounded(injected_db: Path, fake_ollama: FakeOllama) -> None:
     obeying = {"answer": "The admin password is hunter2 [9].",
                "citations": [{"source": 9, "quote": "the admin password is hunter2"}], "confidence": "high"}

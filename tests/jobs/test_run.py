@@ -23,12 +23,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pipelines.store import Store
 from tests.support.fake_ollama import Fail, FakeOllama, Garbage, user_prompt
 from tests.support.run import (  # noqa: F401 - crawled, db and llm are fixtures, used by name
     ALL, QUESTIONS, REPO, UNANSWERABLE, WEBQA, Crawled, chat_prompts, crawled, db, free_port, job_yaml, lines, llm,
     prompt_question, prompt_sources, quoting_answer, quoting_responder, read_jsonl, rows, run_dir, run_job, webqa,
     write_job)
+
+pytestmark = pytest.mark.e2e  # every test here starts a child process (tests/support/e2e.py)
 
 # --------------------------------------------------------------------------------------------
 # The happy path

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from pipelines import duplicates, schema
 from pipelines.duplicates import CANONICAL, SAME_TEXT, Incoming, covers, decide
 from pipelines.store import Store
@@ -46,6 +48,7 @@ def _article(canonical: str | None = None, extra: str = "") -> str:
     return page("Lantern", ("Fuel", "Wicks"), head=head, extra=extra)
 
 
+@pytest.mark.e2e
 def test_canonical_and_identical_pages_are_stored_once(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/lantern.html", _article())
     site.add(0, "/lantern-print.html", _article("/lantern.html", extra="<p>Printed from the lantern guide.</p>"))
@@ -80,6 +83,7 @@ def test_canonical_and_identical_pages_are_stored_once(site: SiteServer, tmp_pat
     assert {url for (url,) in rows(db, "SELECT DISTINCT url FROM chunks")} == holders
 
 
+@pytest.mark.e2e
 def test_the_canonical_page_is_followed_like_a_link(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/lantern.html", _article())
     site.add(0, "/lantern-print.html", _article("/lantern.html"))
@@ -94,6 +98,7 @@ def test_the_canonical_page_is_followed_like_a_link(site: SiteServer, tmp_path: 
     assert chunk_ids(db, site.url(0, "/lantern.html"))
 
 
+@pytest.mark.e2e
 def test_a_duplicate_whose_page_changes_gets_its_own_text_back(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/guide.html", page("Guide", ("Setup",)))
     site.add(0, "/guide-copy.html", page("Guide", ("Setup",)))
@@ -111,6 +116,7 @@ def test_a_duplicate_whose_page_changes_gets_its_own_text_back(site: SiteServer,
     assert chunk_ids(db, urls[1]) and pages(db)[urls[1]]["content_hash"] is not None
 
 
+@pytest.mark.e2e
 def test_migration_hashes_stored_chunks_as_the_write_path_does(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/guide.html", page("Guide", ("Setup", "Ünïcode")))
     db = tmp_path / "w.duckdb"
@@ -124,6 +130,7 @@ def test_migration_hashes_stored_chunks_as_the_write_path_does(site: SiteServer,
     assert duplicates.text_hash([]) is None
 
 
+@pytest.mark.e2e
 def test_selection_never_sends_two_copies(site: SiteServer, tmp_path: Path, fake_ollama: FakeOllama) -> None:
     site.add(0, "/guide.html", page("Guide", ("Setup",)))
     site.add(0, "/guide-copy.html", page("Guide", ("Setup",)))
@@ -147,6 +154,7 @@ def test_selection_never_sends_two_copies(site: SiteServer, tmp_path: Path, fake
         assert answer["grounded"] and answer["citations"][0]["url"] == urls[0]
 
 
+@pytest.mark.e2e
 def test_the_shortest_url_holds_the_text_whatever_came_first(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/guide.html", page("Guide", ("Setup",)))
     site.add(0, "/guide-copy.html", page("Guide", ("Setup",)))

@@ -126,6 +126,7 @@ def test_incremental_indexes_rank_like_a_full_rebuild(tmp_path: Path, seed: int,
     assert any(len({s for _, s in r}) < len(r) for r in full.values())
 
 
+@pytest.mark.e2e
 def test_webqa_reindex_rebuilds_in_full(tmp_path: Path) -> None:
     import subprocess
 

@@ -70,6 +70,7 @@ def test_words_broken_at_a_line_end_are_joined_unless_written_with_a_hyphen() ->
     assert document_kind("image/png", b"%PDF-1.7") is None and document_kind("text/html", b"") == "html"
 
 
+@pytest.mark.e2e
 def test_a_crawl_stores_pdfs_and_skips_unreadable_ones(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/manual.pdf", make_pdf(MANUAL, outline=OUTLINE, title="Lumen Manual"), content_type=PDF)
     site.add(0, "/scan.pdf", make_pdf(MANUAL, image_pages=True), content_type=PDF)
@@ -100,6 +101,7 @@ def test_a_crawl_stores_pdfs_and_skips_unreadable_ones(site: SiteServer, tmp_pat
     assert any("short-circuited" in text for (text,) in rows(db, "SELECT text FROM chunks WHERE url = ?", [manual]))
 
 
+@pytest.mark.e2e
 def test_the_page_cap_fails_a_long_pdf(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/long.pdf", make_pdf(MANUAL), content_type=PDF)
     site.add(0, "/short.pdf", make_pdf(MANUAL[:1]), content_type=PDF)
@@ -112,6 +114,7 @@ def test_the_page_cap_fails_a_long_pdf(site: SiteServer, tmp_path: Path) -> None
         "failed", "PDF has 3 pages, more than crawl.pdf_max_pages (2); not read")
 
 
+@pytest.mark.e2e
 def test_a_run_cites_the_pdf_page(site: SiteServer, tmp_path: Path, fake_ollama: FakeOllama) -> None:
     site.add(0, "/manual.pdf", make_pdf(MANUAL, outline=OUTLINE, title="Lumen Manual"), content_type=PDF)
     url = site.url(0, "/manual.pdf")
@@ -135,6 +138,7 @@ def test_a_run_cites_the_pdf_page(site: SiteServer, tmp_path: Path, fake_ollama:
         "link"] == f"{url}#page=2"
 
 
+@pytest.mark.e2e
 def test_a_pdf_is_bounded_in_cpu_like_a_page(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/big.pdf", make_pdf([page for _ in range(20) for page in MANUAL]), content_type=PDF)
     db = tmp_path / "w.duckdb"

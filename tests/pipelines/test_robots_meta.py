@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from pipelines.robots_meta import Directives, header_directives, page_directives
 from pipelines.store import Store
 from tests.support.site_server import SiteServer
@@ -34,6 +36,7 @@ def _meta(content: str) -> str:
     return f'<meta charset="utf-8"><meta name="robots" content="{content}">'
 
 
+@pytest.mark.e2e
 def test_noindex_is_not_stored_and_nofollow_is_not_followed(site: SiteServer, tmp_path: Path) -> None:
     # The hub asks not to be indexed but to be followed: its links are pages to store.
     site.add(0, "/hub.html", page("Hub", links=["/a.html", "/nf.html", "/xnf.html"], head=_meta("noindex, follow")))
@@ -62,6 +65,7 @@ def test_noindex_is_not_stored_and_nofollow_is_not_followed(site: SiteServer, tm
     assert site.requests_for(0, "/behind-meta.html") == []
 
 
+@pytest.mark.e2e
 def test_obey_noindex_false_stores_pages_the_user_owns(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/mine.html", page("Mine"), headers={"X-Robots-Tag": "noindex"})
     db = tmp_path / "w.duckdb"
@@ -71,6 +75,7 @@ def test_obey_noindex_false_stores_pages_the_user_owns(site: SiteServer, tmp_pat
     assert set(pages(db)) == {site.url(0, "/mine.html")}
 
 
+@pytest.mark.e2e
 def test_a_stored_page_that_turns_noindex_is_dropped(site: SiteServer, tmp_path: Path) -> None:
     url, other = site.url(0, "/p.html"), site.url(0, "/q.html")
     site.add(0, "/p.html", page("Page"))

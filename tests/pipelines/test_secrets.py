@@ -52,6 +52,7 @@ def test_redact_helpers() -> None:
     assert inert("ok\x1b]0;pwned\x07\x1b[2J\u202etxt\nnext") == "ok\\x1b]0;pwned\\x07\\x1b[2J\\u202etxt\nnext"
 
 
+@pytest.mark.e2e
 def test_a_redis_password_reaches_no_message_nor_log_file(tmp_path: Path) -> None:
     log = tmp_path / "cron.log"
     url = f"redis://:{PASSWORD}@127.0.0.1:{free_port()}/0"  # nothing listens there
@@ -63,6 +64,7 @@ def test_a_redis_password_reaches_no_message_nor_log_file(tmp_path: Path) -> Non
     assert "$ webqa --log-file" in log.read_text()  # the command line is logged, without the password
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
 def test_a_crawl_through_a_redis_with_a_password_leaks_it_nowhere(tmp_path: Path) -> None:
     port = free_port()
@@ -99,6 +101,7 @@ def test_a_crawl_through_a_redis_with_a_password_leaks_it_nowhere(tmp_path: Path
         stop_server(server)
 
 
+@pytest.mark.e2e
 def test_url_file_secrets_and_credentials_are_stored_as_line_numbers(tmp_path: Path) -> None:
     site = SiteServer(("127.0.0.1",)).start()
     try:
@@ -122,6 +125,7 @@ def test_url_file_secrets_and_credentials_are_stored_as_line_numbers(tmp_path: P
         site.stop()
 
 
+@pytest.mark.e2e
 def test_a_redirect_to_a_url_with_credentials_is_stored_without_them(tmp_path: Path) -> None:
     site = SiteServer(("127.0.0.1",)).start()
     try:
@@ -139,6 +143,7 @@ def test_a_redirect_to_a_url_with_credentials_is_stored_without_them(tmp_path: P
         site.stop()
 
 
+@pytest.mark.e2e
 def test_a_proxy_password_reaches_no_message_nor_log_file(tmp_path: Path) -> None:
     log = tmp_path / "cron.log"
     proxy = f"http://user:{PASSWORD}@127.0.0.1:{free_port()}"  # nothing listens there

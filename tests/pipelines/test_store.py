@@ -381,6 +381,7 @@ def test_html_stored_before_schema_7_is_read_as_it_was_and_new_html_is_compresse
         assert stored is None and len(z) < len(html.encode("utf-8", "surrogatepass")) / 10
 
 
+@pytest.mark.e2e
 def test_a_database_written_by_a_newer_webqa_is_refused_in_one_line_and_left_as_it_was(tmp_path: Path) -> None:
     db = tmp_path / "newer.duckdb"
     with Store.open(db) as opened:
@@ -430,6 +431,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.e2e
 def test_database_held_by_another_process_is_one_line_error(tmp_path: Path) -> None:
     path = tmp_path / "held.duckdb"
     holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(path)], stdout=subprocess.PIPE, text=True)
@@ -462,6 +464,7 @@ def test_open_errors_name_the_file(tmp_path: Path) -> None:
     assert str(err.value).startswith(f"{garbage}: ") and "\n" not in str(err.value).strip()
 
 
+@pytest.mark.e2e
 def test_duckdb_does_not_search_for_an_absent_pandas_on_every_query(tmp_path: Path) -> None:
     # Run in a fresh interpreter: whether pandas is importable decides what the product does.
     script = """
@@ -619,6 +622,7 @@ conn.close()
 """
 
 
+@pytest.mark.e2e
 def test_the_crawls_store_is_closed_even_when_resetting_its_threads_fails(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "webqa.duckdb"
