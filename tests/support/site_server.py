@@ -5,7 +5,9 @@ socket per "host" (127.0.0.1, 127.0.0.2, ... are all loopback on Linux, so per-h
 politeness is observable without DNS tricks), robots.txt, conditional GET,
 redirects and the misbehaving cases (slow, trickling, dropped connections).
 The request log records when each request line arrived, so tests can assert
-on the delays the crawler kept between requests to one host.
+on the delays the crawler kept between requests to one host. This module is the
+scripting API, the fixtures and the script mode; site_handler.py answers the
+requests, site_http.py holds what the answers are made of.
 
 Usage in tests::
 
@@ -27,30 +29,24 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import email.utils
-import gzip as gzip_module
-import hashlib
-import html
 import math
-import mimetypes
 import os
 import signal
 import socket
-import socketserver
-import struct
 import sys
 import threading
 import time
-import traceback
-import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from tests.support.corpus import CORPUS_DIR
+from tests.support.site_handler import HostHTTPServer
+from tests.support.site_http import (
+    FIXED_LAST_MODIFIED, Handler, HostState, RequestInfo, RequestRecord, Route, StaticDir, content_type_for,
+    path_only, small_html, to_bytes,
+)
 
 try:  # The script mode must work where only the runtime deps are installed.
     import pytest
@@ -70,566 +66,13 @@ __all__ = [
 DEFAULT_HOSTS: tuple[str, ...] = ("127.0.0.1", "127.0.0.2")
 #: Debian's python3.11-doc manual; the crawl corpus for the `corpus` marker (see tests/support/corpus.py).
 PYTHON_DOCS_DIR = CORPUS_DIR
-#: Last-Modified of routes unless set: fixed so that runs are reproducible.
-FIXED_LAST_MODIFIED: float = 1704067200.0  # 2024-01-01T00:00:00Z
 
 HostRef = int | str
-#: A custom handler: gets the request, returns (status, headers, body).
-Handler = Callable[["RequestInfo"], tuple[int, Mapping[str, str], bytes]]
 
-# How long an idle keep-alive connection may hold a handler thread. Long enough
-# for any test, short enough that leaked connections do not pile up threads.
-_IDLE_TIMEOUT = 30.0
 _BIND_ATTEMPTS = 20
 # serve_forever notices shutdown() only between polls: this bounds stop(), which
 # runs in every test's teardown. 50 idle wake-ups a second per host cost nothing.
 _POLL_INTERVAL = 0.02
-
-# Own table first so content types do not depend on the host's /etc/mime.types.
-_CONTENT_TYPES: dict[str, str] = {
-    ".html": "text/html; charset=utf-8",
-    ".htm": "text/html; charset=utf-8",
-    ".txt": "text/plain; charset=utf-8",
-    ".rst": "text/plain; charset=utf-8",
-    ".css": "text/css; charset=utf-8",
-    ".js": "text/javascript; charset=utf-8",
-    ".json": "application/json",
-    ".xml": "application/xml",
-    ".svg": "image/svg+xml",
-    ".png": "image/png",
-    ".jpg": "image/jpeg",
-    ".jpeg": "image/jpeg",
-    ".gif": "image/gif",
-    ".ico": "image/vnd.microsoft.icon",
-    ".webp": "image/webp",
-    ".woff": "font/woff",
-    ".woff2": "font/woff2",
-    ".pdf": "application/pdf",
-    ".zip": "application/zip",
-    ".gz": "application/gzip",
-    ".bz2": "application/x-bzip2",
-    ".inv": "application/octet-stream",
-}
-
-
-def content_type_for(path: str | os.PathLike[str]) -> str:
-    """Content-Type for a file name, by extension."""
-    ext = os.path.splitext(os.fspath(path))[1].lower()
-    if ext in _CONTENT_TYPES:
-        return _CONTENT_TYPES[ext]
-    guessed, _ = mimetypes.guess_type(os.fspath(path))
-    if guessed is None:
-        return "application/octet-stream"
-    return guessed + "; charset=utf-8" if guessed.startswith("text/") else guessed
-
-
-def _to_bytes(body: str | bytes) -> bytes:
-    return body.encode("utf-8") if isinstance(body, str) else bytes(body)
-
-
-def _strong_etag(body: bytes) -> str:
-    return '"' + hashlib.sha1(body).hexdigest() + '"'
-
-
-def _http_date(ts: float) -> str:
-    return email.utils.formatdate(ts, usegmt=True)
-
-
-def _parse_http_date(value: str) -> float | None:
-    try:
-        parsed = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if parsed is None:  # pragma: no cover - older Pythons returned None
-        return None
-    return parsed.timestamp()
-
-
-def _accepts_gzip(accept_encoding: str | None) -> bool:
-    """True if Accept-Encoding allows gzip (honours q=0 as a refusal)."""
-    if not accept_encoding:
-        return False
-    for part in accept_encoding.split(","):
-        name, _, params = part.strip().partition(";")
-        if name.strip().lower() not in ("gzip", "x-gzip", "*"):
-            continue
-        q = 1.0
-        for param in params.split(";"):
-            key, _, value = param.strip().partition("=")
-            if key.strip().lower() == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
-        if q > 0:
-            return True
-    return False
-
-
-def _path_only(target: str) -> str:
-    return target.split("?", 1)[0].split("#", 1)[0]
-
-
-def _small_html(title: str, text: str) -> bytes:
-    return (
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>"
-        f"{html.escape(title)}</title></head><body><h1>{html.escape(title)}</h1>"
-        f"<p>{html.escape(text)}</p></body></html>\n"
-    ).encode("utf-8")
-
-
-@dataclass
-class RequestRecord:
-    """One request as the server saw it.
-
-    ``time`` is ``time.monotonic()`` when the request line arrived, before any
-    route delay, so gaps between records are the client's pacing, not ours.
-    ``status`` is None while the answer is still pending and stays None when
-    the route dropped the connection without answering.
-    """
-
-    host: str
-    path: str  # the request target as sent: percent-encoding and query kept
-    method: str
-    headers: dict[str, str]  # lower-case names; repeated headers joined by ", "
-    time: float
-    status: int | None = None
-
-
-@dataclass(frozen=True)
-class RequestInfo:
-    """What a custom ``handler=`` route receives."""
-
-    host: str
-    target: str  # as sent, with query
-    path: str  # target without query
-    query: dict[str, list[str]]
-    method: str
-    headers: dict[str, str]  # lower-case names
-    body: bytes
-
-
-@dataclass(frozen=True)
-class _Route:
-    status: int = 200
-    body: bytes = b""
-    headers: tuple[tuple[str, str], ...] = ()
-    content_type: str | None = "text/html; charset=utf-8"
-    handler: Handler | None = None
-    gzip: bool = False
-    conditional: bool = True
-    last_modified: float = FIXED_LAST_MODIFIED
-    delay: float = 0.0
-    chunk_size: int = 0  # > 0: trickle the body in chunks of this size
-    chunk_interval: float = 0.0
-    drop: bool = False
-    reset: bool = False
-
-
-@dataclass(frozen=True)
-class _StaticDir:
-    prefix: str  # always ends with "/"
-    directory: Path
-    gzip: bool
-
-
-@dataclass
-class _HostState:
-    routes: dict[str, _Route] = field(default_factory=dict)
-    static: list[_StaticDir] = field(default_factory=list)
-
-
-class _HostHTTPServer(ThreadingHTTPServer):
-    """One listening socket for one loopback address."""
-
-    daemon_threads = True
-    # Benchmarks open many connections at once; the default backlog of 5 drops SYNs.
-    request_queue_size = 128
-
-    def __init__(self, address: tuple[str, int], site: SiteServer) -> None:
-        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        self.site = site
-        self.host = address[0]
-        super().__init__(address, _Handler, bind_and_activate=False)
-
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind calls socket.getfqdn(), a reverse DNS lookup that
-        # can stall for seconds in sandboxes; the name is never used here.
-        socketserver.TCPServer.server_bind(self)
-        self.server_name = self.host
-        self.server_port = self.server_address[1]
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Keep stderr quiet; failures are kept for tests to inspect.
-        self.site._note_error(traceback.format_exc())
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _HostHTTPServer
-    protocol_version = "HTTP/1.1"
-    server_version = "webqa-site/1.0"
-    sys_version = ""
-    # The stdlib default (HTTP/0.9) makes error replies to garbage request lines
-    # omit the status line; a status line is what a client test wants to see.
-    default_request_version = "HTTP/1.0"
-    timeout = _IDLE_TIMEOUT
-    # Headers and body go out in separate writes (and trickle sends tiny chunks):
-    # without TCP_NODELAY, Nagle + delayed ACK add ~40 ms stalls on loopback.
-    disable_nagle_algorithm = True
-
-    _record: RequestRecord | None = None
-    _last_status: int | None = None
-    _received: float = 0.0
-
-    # -- connection bookkeeping ------------------------------------------------
-
-    def setup(self) -> None:
-        super().setup()
-        self.server.site._track(self.request, add=True)
-
-    def finish(self) -> None:
-        self.server.site._track(self.request, add=False)
-        try:
-            super().finish()
-        except OSError:
-            pass  # the peer or stop() already closed it
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: no per-request stderr output."""
-
-    def send_response_only(self, code: int, message: str | None = None) -> None:
-        # Runs before any byte of the answer is written, so a client that has
-        # its response always finds the record (with status) in the log.
-        self._last_status = code
-        if code >= 200:
-            if self._record is None:
-                # The stdlib parser rejected the request before _dispatch.
-                words = (getattr(self, "requestline", "") or "").split()
-                self._record = RequestRecord(
-                    host=self.server.host,
-                    path=words[1] if len(words) >= 2 else "",
-                    method=words[0] if words else "",
-                    headers={},
-                    time=self._received,
-                )
-                self.server.site._append(self._record)
-            self._record.status = code
-        super().send_response_only(code, message)
-
-    # -- request loop ----------------------------------------------------------
-
-    def handle_one_request(self) -> None:
-        # Same as the stdlib version, but timestamps the request line as soon as
-        # it arrives (the log's time must not include our own route delays) and
-        # sends every method to one dispatcher.
-        self._record = None
-        self._last_status = None
-        try:
-            self.raw_requestline = self.rfile.readline(65537)
-        except (TimeoutError, OSError):
-            self.close_connection = True  # idle keep-alive timeout or stop()
-            return
-        received = self._received = time.monotonic()
-        if not self.raw_requestline:
-            self.close_connection = True
-            return
-        if len(self.raw_requestline) > 65536:
-            self.requestline = ""
-            self.request_version = ""
-            self.command = ""
-            self.send_error(414)  # logged by send_response_only
-            self.close_connection = True
-            return
-        if not self.parse_request():  # it already sent (and logged) the 4xx
-            self.close_connection = True
-            return
-        # parse_request collapses a leading "//"; the log and the routes must
-        # see the target exactly as the client sent it.
-        words = self.requestline.split()
-        if len(words) >= 2:
-            self.path = words[1]
-        try:
-            self._dispatch(received)
-            if not self.wfile.closed:
-                self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError, TimeoutError):
-            self.close_connection = True  # the client gave up: normal for timeout tests
-
-    def _lower_headers(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for name, value in self.headers.items():
-            key = name.lower()
-            out[key] = f"{out[key]}, {value}" if key in out else value
-        return out
-
-    def _read_request_body(self, headers: Mapping[str, str]) -> bytes:
-        if "transfer-encoding" in headers:
-            # Chunked uploads are not needed by any test; answer and close so the
-            # unread body cannot be parsed as the next request.
-            self.close_connection = True
-            return b""
-        try:
-            length = int(headers.get("content-length", "0") or "0")
-        except ValueError:
-            self.close_connection = True
-            return b""
-        return self.rfile.read(length) if length > 0 else b""
-
-    def _dispatch(self, received: float) -> None:
-        site = self.server.site
-        host = self.server.host
-        headers = self._lower_headers()
-        record = RequestRecord(
-            host=host, path=self.path, method=self.command, headers=headers, time=received
-        )
-        self._record = record
-        site._append(record)
-        request_body = self._read_request_body(headers)
-        head_only = self.command == "HEAD"
-        try:
-            found = site._lookup(host, self.path)
-            if isinstance(found, _Route):
-                self._serve_route(found, headers, request_body, head_only)
-            elif found is not None:
-                static_dir, relpath = found
-                self._serve_static(static_dir, relpath, headers, head_only)
-            else:
-                self._send_simple(404, "Not Found", _path_only(self.path), head_only)
-        except (BrokenPipeError, ConnectionResetError, TimeoutError):
-            raise
-        except Exception:  # a buggy test handler must not hang the client
-            site._note_error(traceback.format_exc())
-            self.close_connection = True
-            if self._last_status is None:
-                self._send_simple(500, "Internal Server Error", "handler failed", head_only)
-
-    # -- responses -------------------------------------------------------------
-
-    def _send(
-        self,
-        status: int,
-        headers: Sequence[tuple[str, str]],
-        body: bytes,
-        head_only: bool,
-        *,
-        chunk_size: int = 0,
-        chunk_interval: float = 0.0,
-    ) -> None:
-        """Send a complete response; Content-Length is added unless given."""
-        self.send_response(status)
-        has_length = False
-        for name, value in headers:
-            has_length = has_length or name.lower() == "content-length"
-            self.send_header(name, value)
-        bodyless = status in (204, 304) or 100 <= status < 200
-        if not has_length and not bodyless:
-            self.send_header("Content-Length", str(len(body)))
-        if bodyless or head_only:
-            body = b""
-        # One write for headers + body when not trickling: fewer syscalls, and the
-        # client never sees the headers without the body for ordinary routes.
-        self._headers_buffer.append(b"\r\n")
-        head = b"".join(self._headers_buffer)
-        self._headers_buffer = []
-        if chunk_size <= 0 or not body:
-            self.wfile.write(head + body)
-            return
-        self.wfile.write(head)
-        stopping = self.server.site._stopping
-        for start in range(0, len(body), chunk_size):
-            if stopping.wait(chunk_interval):
-                self.close_connection = True  # stop() wants the thread back
-                return
-            self.wfile.write(body[start : start + chunk_size])
-
-    def _send_simple(self, status: int, title: str, text: str, head_only: bool) -> None:
-        self._send(
-            status,
-            [("Content-Type", "text/html; charset=utf-8")],
-            _small_html(f"{status} {title}", text),
-            head_only,
-        )
-
-    def _not_modified(self, headers: Mapping[str, str], etag: str | None, last_modified: float | None) -> bool:
-        """RFC 9110 §13.2.2: If-None-Match wins; If-Modified-Since only without it."""
-        if self.command not in ("GET", "HEAD"):
-            return False
-        inm = headers.get("if-none-match")
-        if inm is not None:
-            if etag is None:
-                return False
-            if inm.strip() == "*":
-                return True
-            # Weak comparison, as If-None-Match requires.
-            wanted = {tag.strip().removeprefix("W/") for tag in inm.split(",")}
-            return etag.removeprefix("W/") in wanted
-        ims = headers.get("if-modified-since")
-        if ims is not None and last_modified is not None:
-            since = _parse_http_date(ims)
-            return since is not None and math.floor(last_modified) <= since
-        return False
-
-    def _serve_entity(
-        self,
-        *,
-        status: int,
-        body: bytes,
-        content_type: str | None,
-        extra: Sequence[tuple[str, str]],
-        conditional: bool,
-        last_modified: float | None,
-        use_gzip: bool,
-        request_headers: Mapping[str, str],
-        head_only: bool,
-        chunk_size: int = 0,
-        chunk_interval: float = 0.0,
-    ) -> None:
-        """A body response with validators, 304 handling and optional gzip."""
-        out: list[tuple[str, str]] = []
-        lowered = {name.lower(): value for name, value in extra}
-        etag: str | None = None
-        lm_value: float | None = None
-        if status == 200 and conditional:
-            # Explicit headers override the generated validators.
-            etag = lowered.get("etag") or _strong_etag(body)
-            if "last-modified" in lowered:
-                lm_value = _parse_http_date(lowered["last-modified"])
-            else:
-                lm_value = last_modified
-            if "etag" not in lowered:
-                out.append(("ETag", etag))
-            if "last-modified" not in lowered and lm_value is not None:
-                out.append(("Last-Modified", _http_date(lm_value)))
-        if use_gzip:
-            out.append(("Vary", "Accept-Encoding"))
-        if etag is not None and self._not_modified(request_headers, etag, lm_value):
-            keep = [(n, v) for n, v in extra if n.lower() not in ("content-type", "content-length")]
-            self._send(304, keep + out, b"", head_only)
-            return
-        if content_type is not None and "content-type" not in lowered:
-            out.insert(0, ("Content-Type", content_type))
-        # The ETag stays the sha1 of the identity body for the gzip variant too:
-        # strictly a strong ETag should differ per coding, but one value per page
-        # keeps conditional-GET tests simple and matches what the crawler stores.
-        if use_gzip and _accepts_gzip(request_headers.get("accept-encoding")):
-            body = gzip_module.compress(body, mtime=0)  # mtime=0: deterministic bytes
-            out.append(("Content-Encoding", "gzip"))
-        self._send(
-            status, list(extra) + out, body, head_only,
-            chunk_size=chunk_size, chunk_interval=chunk_interval,
-        )
-
-    def _serve_route(
-        self, route: _Route, headers: dict[str, str], request_body: bytes, head_only: bool
-    ) -> None:
-        site = self.server.site
-        if route.delay > 0 and site._stopping.wait(route.delay):
-            self.close_connection = True
-            return
-        if route.drop:
-            self._drop(route.reset)
-            return
-        if route.handler is not None:
-            target = self.path
-            info = RequestInfo(
-                host=self.server.host,
-                target=target,
-                path=_path_only(target),
-                query=urllib.parse.parse_qs(target.partition("?")[2].partition("#")[0]),
-                method=self.command,
-                headers=dict(headers),
-                body=request_body,
-            )
-            status, out_headers, body = route.handler(info)
-            self._send(status, list(out_headers.items()), _to_bytes(body), head_only)
-            return
-        self._serve_entity(
-            status=route.status,
-            body=route.body,
-            content_type=route.content_type,
-            extra=route.headers,
-            conditional=route.conditional,
-            last_modified=route.last_modified,
-            use_gzip=route.gzip,
-            request_headers=headers,
-            head_only=head_only,
-            chunk_size=route.chunk_size,
-            chunk_interval=route.chunk_interval,
-        )
-
-    def _drop(self, reset: bool) -> None:
-        """Close the connection without any answer (FIN, or RST when reset)."""
-        self.close_connection = True
-        sock: socket.socket = self.request
-        try:
-            if reset:
-                # Linger 0 turns close() into an RST; makefile() objects hold
-                # references, so close them too or the fd would stay open.
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                self.wfile.close()
-                self.rfile.close()
-                sock.close()
-            else:
-                sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-    def _serve_static(
-        self, static_dir: _StaticDir, relpath: str, headers: dict[str, str], head_only: bool
-    ) -> None:
-        if self.command not in ("GET", "HEAD"):
-            self._send(
-                405,
-                [("Allow", "GET, HEAD"), ("Content-Type", "text/html; charset=utf-8")],
-                _small_html("405 Method Not Allowed", self.command),
-                head_only,
-            )
-            return
-        decoded = urllib.parse.unquote(relpath, errors="surrogateescape") if relpath else ""
-        parts = decoded.split("/")
-        # Refuse lexically: any ".." segment (after percent-decoding, so %2e%2e
-        # and %2f are caught), backslashes and NULs. Symlinks inside the tree are
-        # followed on purpose: Debian's doc tree links _static/jquery.js to
-        # /usr/share/javascript, and a realpath containment check would 403 it.
-        if any(p == ".." for p in parts) or "\\" in decoded or "\x00" in decoded or decoded.startswith("/"):
-            self._send_simple(403, "Forbidden", "path outside the served directory", head_only)
-            return
-        fs_path = static_dir.directory.joinpath(*[p for p in parts if p not in ("", ".")])
-        try:
-            is_dir = fs_path.is_dir()
-        except OSError:  # e.g. ENAMETOOLONG: no such file, not a server error
-            is_dir = False
-        if is_dir:
-            if not _path_only(self.path).endswith("/"):
-                # Like real servers: /dir -> /dir/ so relative links resolve.
-                query = self.path.partition("?")[2]
-                # Collapse leading slashes so "//host/x" cannot become an off-site Location.
-                location = "/" + _path_only(self.path).lstrip("/") + "/" + (f"?{query}" if query else "")
-                self._send(
-                    301,
-                    [("Location", location), ("Content-Type", "text/html; charset=utf-8")],
-                    _small_html("301 Moved Permanently", location),
-                    head_only,
-                )
-                return
-            fs_path = fs_path / "index.html"
-        try:
-            body = fs_path.read_bytes()
-            mtime = fs_path.stat().st_mtime
-        except OSError:  # missing, a directory without index.html, unreadable, ...
-            self._send_simple(404, "Not Found", _path_only(self.path), head_only)
-            return
-        self._serve_entity(
-            status=200,
-            body=body,
-            content_type=content_type_for(fs_path),
-            extra=(),
-            conditional=True,
-            last_modified=mtime,
-            use_gzip=static_dir.gzip,
-            request_headers=headers,
-            head_only=head_only,
-        )
 
 
 class SiteServer:
@@ -646,12 +89,12 @@ class SiteServer:
             raise ValueError(f"duplicate host addresses: {list(hosts)}")
         self.hosts: tuple[str, ...] = tuple(hosts)
         self._requested_port = port
-        self._state: dict[str, _HostState] = {h: _HostState() for h in self.hosts}
+        self._state: dict[str, HostState] = {h: HostState() for h in self.hosts}
         self._lock = threading.RLock()  # routes, log, errors, connections
         self._log: list[RequestRecord] = []
         self._errors: list[str] = []
         self._conns: set[socket.socket] = set()
-        self._servers: dict[str, _HostHTTPServer] = {}
+        self._servers: dict[str, HostHTTPServer] = {}
         self._threads: list[threading.Thread] = []
         # Set by stop(): wakes sleeping slow/trickle handlers so stop is prompt.
         self._stopping = threading.Event()
@@ -708,12 +151,12 @@ class SiteServer:
     ) -> None:
         self.stop()
 
-    def _bind_all(self) -> dict[str, _HostHTTPServer]:
+    def _bind_all(self) -> dict[str, HostHTTPServer]:
         """Bind every host on one port number; fall back to per-host ports."""
         attempts = 1 if self._requested_port else _BIND_ATTEMPTS
         last_error: OSError | None = None
         for _ in range(attempts):
-            servers: dict[str, _HostHTTPServer] = {}
+            servers: dict[str, HostHTTPServer] = {}
             try:
                 port = self._requested_port
                 for host in self.hosts:
@@ -732,8 +175,8 @@ class SiteServer:
         # Very unlikely on loopback; `port` raises so nobody builds a wrong URL.
         return {host: self._bind_one(host, 0) for host in self.hosts}
 
-    def _bind_one(self, host: str, port: int) -> _HostHTTPServer:
-        srv = _HostHTTPServer((host, port), self)
+    def _bind_one(self, host: str, port: int) -> HostHTTPServer:
+        srv = HostHTTPServer((host, port), self)
         try:
             srv.server_bind()
             srv.server_activate()
@@ -778,7 +221,7 @@ class SiteServer:
 
     # -- routes ----------------------------------------------------------------
 
-    def _put(self, ref: HostRef, path: str, route: _Route) -> None:
+    def _put(self, ref: HostRef, path: str, route: Route) -> None:
         if not path.startswith("/"):
             raise ValueError(f"route path must start with '/': {path!r}")
         host = self.host(ref)
@@ -812,9 +255,9 @@ class SiteServer:
         self._put(
             host,
             path,
-            _Route(
+            Route(
                 status=status,
-                body=_to_bytes(body),
+                body=to_bytes(body),
                 headers=tuple((headers or {}).items()),
                 content_type=content_type,
                 handler=handler,
@@ -841,16 +284,16 @@ class SiteServer:
             if last_modified is None:
                 last_modified = max(float(math.ceil(time.time())), route.last_modified + 1.0)
             self._state[h].routes[path] = dataclasses.replace(
-                route, body=_to_bytes(body), last_modified=last_modified
+                route, body=to_bytes(body), last_modified=last_modified
             )
 
     def redirect(self, host: HostRef, path: str, to_url: str, status: int = 301) -> None:
         self._put(
             host,
             path,
-            _Route(
+            Route(
                 status=status,
-                body=_small_html(f"{status} Redirect", to_url),
+                body=small_html(f"{status} Redirect", to_url),
                 headers=(("Location", to_url),),
                 conditional=False,
             ),
@@ -870,7 +313,7 @@ class SiteServer:
         self._put(
             host,
             path,
-            _Route(status=status, body=_to_bytes(body), content_type=content_type, delay=seconds),
+            Route(status=status, body=to_bytes(body), content_type=content_type, delay=seconds),
         )
 
     def trickle(
@@ -892,7 +335,7 @@ class SiteServer:
         self._put(
             host,
             path,
-            _Route(
+            Route(
                 body=body,
                 content_type=content_type,
                 chunk_size=bytes_per_chunk,
@@ -902,7 +345,7 @@ class SiteServer:
 
     def drop(self, host: HostRef, path: str, *, reset: bool = False) -> None:
         """Close the connection without answering (FIN; RST when ``reset``)."""
-        self._put(host, path, _Route(drop=True, reset=reset, conditional=False))
+        self._put(host, path, Route(drop=True, reset=reset, conditional=False))
 
     def serve_dir(
         self, host: HostRef, prefix: str, directory: str | os.PathLike[str], *, gzip: bool = False
@@ -918,12 +361,12 @@ class SiteServer:
         h = self.host(host)
         with self._lock:
             dirs = [d for d in self._state[h].static if d.prefix != prefix]
-            dirs.append(_StaticDir(prefix=prefix, directory=root, gzip=gzip))
+            dirs.append(StaticDir(prefix=prefix, directory=root, gzip=gzip))
             dirs.sort(key=lambda d: len(d.prefix), reverse=True)  # longest prefix wins
             self._state[h].static = dirs
 
-    def _lookup(self, host: str, target: str) -> _Route | tuple[_StaticDir, str] | None:
-        path = _path_only(target)
+    def _lookup(self, host: str, target: str) -> Route | tuple[StaticDir, str] | None:
+        path = path_only(target)
         with self._lock:
             state = self._state[host]
             route = state.routes.get(target) or state.routes.get(path)
@@ -976,7 +419,7 @@ class SiteServer:
             r
             for r in self.log
             if (h is None or r.host == h)
-            and (path is None or r.path == path or _path_only(r.path) == path)
+            and (path is None or r.path == path or path_only(r.path) == path)
         ]
 
     def paths(self, host: HostRef) -> list[str]:
@@ -993,7 +436,7 @@ class SiteServer:
         times = sorted(
             r.time
             for r in self.requests_for(host)
-            if r.path not in excluded and _path_only(r.path) not in excluded
+            if r.path not in excluded and path_only(r.path) not in excluded
         )
         if len(times) < 2:
             raise ValueError(f"min_gap needs two requests to {self.host(host)}, got {len(times)}")
