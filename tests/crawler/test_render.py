@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from crawler.render import RenderPolicy, browser_proxy, rendered_text_problem, request_meta
-from tests.site_server import SiteServer
+from tests.support.site_server import SiteServer
 from tests.support.crawling import chunk_ids, fetch_log, ok, page, pages, rows
 from tests.support.proxy import ForwardingProxy
 from tests.support.render import crawl, needs_chromium
@@ -75,6 +75,7 @@ def test_the_operators_proxy_is_the_browsers() -> None:
 # -- real crawls -------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_a_crawl_that_renders_nothing_never_loads_playwright(site: SiteServer, tmp_path: Path) -> None:
     site.add(0, "/a.html", page("Plain page"))
     db = tmp_path / "w.duckdb"
@@ -83,6 +84,7 @@ def test_a_crawl_that_renders_nothing_never_loads_playwright(site: SiteServer, t
     assert set(pages(db)) == {site.url(0, "/a.html")}
 
 
+@pytest.mark.e2e
 @needs_chromium
 def test_text_built_by_a_script_is_stored_and_the_scripts_private_fetches_are_refused(
         site: SiteServer, tmp_path: Path) -> None:
@@ -117,6 +119,7 @@ def test_text_built_by_a_script_is_stored_and_the_scripts_private_fetches_are_re
     assert "imported playwright: True True" in result.stdout
 
 
+@pytest.mark.e2e
 @needs_chromium
 def test_only_pages_matching_the_patterns_are_rendered(site: SiteServer, tmp_path: Path) -> None:
     _public_site(site)
@@ -138,6 +141,7 @@ def test_only_pages_matching_the_patterns_are_rendered(site: SiteServer, tmp_pat
     assert chunk_ids(db, f"{PUBLIC}/docs/two.html") == set()
 
 
+@pytest.mark.e2e
 @needs_chromium
 def test_renders_that_hang_or_build_nothing_fail_with_the_reason(site: SiteServer, tmp_path: Path) -> None:
     _public_site(site)
@@ -160,6 +164,7 @@ def test_renders_that_hang_or_build_nothing_fail_with_the_reason(site: SiteServe
     assert set(pages(db)) == {f"{PUBLIC}/fine.html"}, "the other pages were rendered all the same"
 
 
+@pytest.mark.e2e
 @needs_chromium
 def test_the_ssrf_guard_holds_for_the_browser_when_robots_txt_is_not_obeyed(site: SiteServer, tmp_path: Path) -> None:
     # Without robots.txt in the way (its fetch for the private host would be refused too), the guard alone.
@@ -184,6 +189,7 @@ def test_the_ssrf_guard_holds_for_the_browser_when_robots_txt_is_not_obeyed(site
     assert set(pages(db)) == {f"{PUBLIC}/app.html"}
 
 
+@pytest.mark.e2e
 def test_a_job_that_renders_without_chromium_is_one_line_before_anything_is_fetched(
         site: SiteServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     site.add(0, "/a.html", page("Plain page"))

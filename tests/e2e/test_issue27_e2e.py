@@ -14,14 +14,18 @@ import gzip
 from pathlib import Path
 from typing import Any
 
-from tests.fake_ollama import FakeOllama, user_prompt
-from tests.site_server import SiteServer
+import pytest
+
+from tests.support.fake_ollama import FakeOllama, user_prompt
+from tests.support.site_server import SiteServer
 from tests.support.crawling import fetch_log, page, pages, rows
 from tests.support.pdfs import MANUAL, OUTLINE, make_pdf
 from tests.support.proxy import ForwardingProxy
 from tests.support.render import needs_chromium, webqa_through
 from tests.support.responders import quoting
 from tests.support.run import prompt_question, read_jsonl
+
+pytestmark = pytest.mark.e2e  # every test here starts a child process (tests/support/e2e.py)
 from tests.support.sitemaps import index, urlset
 
 XML = "application/xml"
