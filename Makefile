@@ -1,11 +1,14 @@
-# webqa: the two things most people want, plus cleaning up.
+# webqa: the things most people want, plus cleaning up.
 #
-#   make demo   set up .venv, serve the sample site on 127.0.0.1 and answer its questions
-#   make test   set up .venv (and, when possible, the python3.11-doc corpus in build/corpus) and run pytest
-#   make clean  remove build/ (demo database, reports) and caches; .venv and build/corpus stay (make distclean)
+#   make demo       set up .venv, serve the sample site on 127.0.0.1 and answer its questions
+#   make test       set up .venv (and, when possible, the python3.11-doc corpus in build/corpus) and run the
+#                   whole test suite: what CI runs (.ci/run)
+#   make test-fast  the same set-up, then only the tests that start no child process (pytest -m "not e2e":
+#                   no crawl, no `webqa` subprocess, no redis-server; tests/support/e2e.py)
+#   make clean      remove build/ (demo database, reports) and caches; .venv and build/corpus stay (make distclean)
 
 SHELL := /bin/bash
-.PHONY: all demo setup test corpus clean distclean
+.PHONY: all demo setup test test-fast corpus clean distclean
 
 all: test
 
@@ -23,6 +26,9 @@ corpus:
 
 test: setup corpus
 	.venv/bin/pytest -q
+
+test-fast: setup corpus
+	.venv/bin/pytest -q -m "not e2e"
 
 # build/corpus is kept: it is a 12 MB download that no build step changes.
 clean:

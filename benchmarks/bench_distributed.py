@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.bench_distributed [--hosts 4] [--delay 0.25] [--pages 40] [--workers 1,2,4]
 
-One redis-server on loopback, a site of H loopback hosts (tests/site_server.py) with ``--pages`` pages
+One redis-server on loopback, a site of H loopback hosts (tests/support/site_server.py) with ``--pages`` pages
 each, one coordinator and N workers. Everything is measured at the server or in Redis, not in webqa:
 
 * pages/s: pages requested / time between the first and the last page request (process start-up,
@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.site_server import SiteServer  # noqa: E402
+from tests.support.site_server import SiteServer  # noqa: E402
 
 WEBQA = [sys.executable, "-m", "jobs.cli"]
 

@@ -2,7 +2,7 @@
 
 A run streams each result to answers.jsonl and writes report.md and answers.csv from that file, one
 question at a time, so its memory should not grow with the number of questions. This crawls the three
-pages of the test site (tests/site_server.py) once, then runs jobs of N questions (the same five
+pages of the test site (tests/support/site_server.py) once, then runs jobs of N questions (the same five
 questions, repeated under distinct ids) with `--no-crawl`, and prints the peak RSS of each run.
 
     .venv/bin/python benchmarks/bench_many_questions.py [--sizes 100,1000,10000]
@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.site_server import SiteServer  # noqa: E402
+from tests.support.site_server import SiteServer  # noqa: E402
 from tests.support.run import GARDEN, LIGHTHOUSE, QUESTIONS, WIDGET  # noqa: E402
 
 WEBQA = [sys.executable, "-m", "jobs.cli"]

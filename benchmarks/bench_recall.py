@@ -5,7 +5,7 @@ Python 3.11 HTML manual. Each answerable question names the page that answers it
 verbatim from that page; a chunk "bears the answer" when it contains one of them. This script:
 
 1. checks the devset (every ``expect`` phrase occurs in its page's text; ids, counts);
-2. serves the manual on loopback (``python -m tests.site_server``) and crawls the devset pages once into
+2. serves the manual on loopback (``python -m tests.support.site_server``) and crawls the devset pages once into
    ``benchmarks/results/devset.duckdb`` with ``webqa crawl -i … --delay 0`` (reused unless ``--recrawl``,
    or the page list changed);
 3. starts the embedding stand-in (``benchmarks/embed_server.py``: all-MiniLM-L6-v2 = Ollama's
@@ -281,8 +281,8 @@ def _stop(proc: subprocess.Popen[Any]) -> None:
 
 @contextlib.contextmanager
 def corpus_server(port: int) -> Iterator[str]:
-    """The manual on http://127.0.0.1:PORT/, served by ``python -m tests.site_server`` (a subprocess)."""
-    cmd = [str(common.PYTHON), "-m", "tests.site_server", "--dir", str(CORPUS), "--hosts", "127.0.0.1",
+    """The manual on http://127.0.0.1:PORT/, served by ``python -m tests.support.site_server`` (a subprocess)."""
+    cmd = [str(common.PYTHON), "-m", "tests.support.site_server", "--dir", str(CORPUS), "--hosts", "127.0.0.1",
            "--port", str(port)]
     proc = subprocess.Popen(cmd, cwd=common.REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)

@@ -55,7 +55,7 @@ def crawl(urls: list[str], db: Path, render: str | None) -> dict[str, object]:
 
 
 def main() -> None:
-    from tests.site_server import SiteServer
+    from tests.support.site_server import SiteServer
     from tests.support.crawling import page
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -2,7 +2,7 @@
 
 ``webqa run JOB.yaml --no-crawl`` of a job with 30 questions about the manual, on a copy of benchmark
 1's database (``benchmarks/results/corpus.duckdb``; crawled here if missing), against ``FakeOllama``
-(tests/fake_ollama.py) running in this process. Its chat responder answers instantly with valid JSON:
+(tests/support/fake_ollama.py) running in this process. Its chat responder answers instantly with valid JSON:
 the first words of SOURCE 1 as a verbatim quote, confidence high, so every answer is grounded and no
 question takes the wider retry. Its embeddings are the fake's hashed 64-dimension vectors.
 
@@ -37,7 +37,7 @@ _SOURCE = re.compile(r'<source n="(\d+)"[^>]*>\n(.*?)\n</source n="\1">', re.DOT
 
 def grounded_reply(body: dict[str, Any]) -> dict[str, Any]:
     """Quote the first words of the first source, as a diligent model would."""
-    from tests.fake_ollama import user_prompt
+    from tests.support.fake_ollama import user_prompt
 
     match = _SOURCE.search(user_prompt(body))
     if match is None:
@@ -92,7 +92,7 @@ def main() -> None:
     common.print_machine(machine)
     source = common.ensure_corpus_db(args.db)
 
-    from tests.fake_ollama import FakeOllama
+    from tests.support.fake_ollama import FakeOllama
 
     questions = list(common.QUESTIONS)
     plan = [("bm25", questions, "bm25, 30 questions"),

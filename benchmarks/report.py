@@ -306,7 +306,7 @@ def render() -> str:
                       ("diag_duckdb", diag)):
         if rec:
             out.append(f"- {name}: {rec['when']} UTC, webqa at {rec['machine']['git']}")
-    out += ["", "## Results", ""]
+    out += ["", "## Current results", ""]
     if crawl:
         out += crawl_section(crawl)
     if polite:

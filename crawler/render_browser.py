@@ -10,7 +10,7 @@ that the browser itself never connects anywhere. Images, fonts, media and styles
 the text does not need them. WebSockets are answered by nobody.
 
 The overrides of scrapy-playwright's private methods are pinned to its version in pyproject.toml and
-covered by tests/test_render.py (a refused fetch fails the test if the routing stops applying).
+covered by tests/crawler/test_render.py (a refused fetch fails the test if the routing stops applying).
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class AskSettings:
     model: str | None = None
     # Below this best cosine similarity (embedding/hybrid) the sources cannot answer: say so without the LLM.
     min_similarity: float | None = None
-    # Several sent chunks of one page go into one source, in page order (off: BENCHMARKS.md, "Levers tried").
+    # Several sent chunks of one page go into one source, in page order (off: benchmarks/HISTORY.md, "Levers tried").
     merge_pages: bool = False
     # Opt-in listwise rerank of the top candidates by the answering model (jobs/rerank.py); None: off.
     rerank: RerankSettings | None = None

@@ -58,7 +58,7 @@ def _exit_with_parent(lifeline: Connection) -> None:
     A worker waits for work on a queue whose write end it holds itself, so it never sees its parent
     die and would live on as an orphan; PR_SET_PDEATHSIG cannot help, as a worker's parent is the
     forkserver. Once the workers are gone the forkserver and the resource tracker end on their own:
-    each exits when the last holder of its pipe does (measured in tests/test_crawl_failures.py).
+    each exits when the last holder of its pipe does (measured in tests/crawler/test_crawl_failures.py).
     """
     try:
         lifeline.recv_bytes()  # nothing is ever sent: this returns or raises only at end of file

@@ -243,7 +243,7 @@ def give_container(tree: lxml_html.HtmlElement) -> None:
     Pages without one (DocBook's ``<div class="sect1">``, Texinfo's ``<div class="chapter-level-extent">``)
     go to its wild-text recovery instead, which takes paragraphs, code and tables from the whole
     document and drops every ``<h1>``–``<h6>`` and ``<dt>``: on the PostgreSQL manual almost no chunk had
-    a heading path (BENCHMARKS.md, "Cleaning on DocBook pages (PostgreSQL)"). The wrapper gives the
+    a heading path (benchmarks/HISTORY.md, "Cleaning on DocBook pages (PostgreSQL)"). The wrapper gives the
     extraction the same scope the recovery searched (the whole body), so nothing is widened; trafilatura's
     own pruning (navigation classes, link density) still applies inside it. Pages where a container exists are left exactly as they were.
     """

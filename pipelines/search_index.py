@@ -153,7 +153,7 @@ UNINDEX_DOCS = "DELETE FROM selection_docs WHERE list_contains($urls, url)"
 CLEAR_INDEX = ("DELETE FROM bm25_postings", "DELETE FROM selection_docs")
 NEXT_DOC_BASE = "SELECT coalesce(max(doc), 0) FROM selection_docs"
 
-# How BM25_SQL computes the formula of jobs/select.py (tests/test_select.py checks the scores against the fts
+# How BM25_SQL computes the formula of jobs/select.py (tests/jobs/test_select.py checks the scores against the fts
 # extension's match_bm25 with its parameters). It reads bm25_postings (term, doc, counts in heading and
 # text, doc length), so the per-question work is: the question's terms' rows, their
 # document frequencies counted from those same rows, the document count and average length from

@@ -207,7 +207,7 @@ class Store:
         """``save_page`` for many pages in one transaction, one statement per table; the states in order.
 
         Values are bound as one list per column and unnested in SQL: a statement per page cost a commit
-        and a dozen round trips each (BENCHMARKS.md, "Batched writes"). URLs must be distinct within a batch.
+        and a dozen round trips each (benchmarks/HISTORY.md, "Batched writes"). URLs must be distinct within a batch.
         A page that duplicates another (its canonical, or the same chunks: pipelines/duplicates.py) is written
         without chunks, its ``duplicate_of`` naming the page that holds them (``_settle_duplicates``).
         """

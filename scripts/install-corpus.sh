@@ -4,7 +4,7 @@
 #
 # The package is downloaded (`apt-get download`) and unpacked (`dpkg -x`), never installed: installing
 # it pulled in upgrades of the system's own python3.11 packages. No root is needed, except for an
-# `apt-get update` when apt does not know the package yet. tests/corpus.py says where the manual is
+# `apt-get update` when apt does not know the package yet. tests/support/corpus.py says where the manual is
 # looked for ($WEBQA_CORPUS_DIR, then build/corpus/…, then the system's copy). Idempotent; the pages
 # are never committed (build/ is git-ignored).
 set -euo pipefail
@@ -19,7 +19,7 @@ PACKAGES=(python3.11-doc libjs-jquery libjs-underscore)
 say() { echo "install-corpus: $*"; }
 give_up() { echo "install-corpus: $*; the corpus tests will be skipped" >&2; exit 1; }
 
-corpus_dir() { python3 -m tests.corpus; }  # the one place that knows where the manual is read from
+corpus_dir() { python3 -m tests.support.corpus; }  # the one place that knows where the manual is read from
 
 command -v python3 >/dev/null 2>&1 || give_up "python3 is not on PATH"
 DIR=$(corpus_dir)
@@ -63,5 +63,5 @@ rm -rf "$DEST"
 mv "$WORK/tree" "$DEST"
 
 DIR=$(corpus_dir)
-[ -f "$DIR/library/json.html" ] || give_up "unpacked into $DEST, but tests/corpus.py looks in $DIR"
+[ -f "$DIR/library/json.html" ] || give_up "unpacked into $DEST, but tests/support/corpus.py looks in $DIR"
 say "the Python 3.11 manual ($(cd "$WORK" && ls python3.11-doc_*.deb)) is in $DIR"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import tests.corpus as corpus
+import tests.support.corpus as corpus
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -52,7 +52,7 @@ def test_system_copy_is_the_fallback_only_when_the_project_has_none(tmp_path: Pa
 
 
 def test_no_reader_hard_codes_the_system_path() -> None:
-    readers = [*REPO.glob("tests/*.py"), *REPO.glob("benchmarks/*.py"), *REPO.glob("scripts/*"),
+    readers = [*REPO.glob("tests/**/*.py"), *REPO.glob("benchmarks/*.py"), *REPO.glob("scripts/*"),
                *REPO.glob("demo/**/*"), REPO / "Makefile", REPO / ".ci" / "run"]
     # The absolute path only: inside the unpacked package (".../tree/usr/share/doc/...") it is fine.
     system_path = re.compile(r"(?<![\w/])/usr/share/doc/python3\.11")
@@ -96,13 +96,14 @@ def executable(path: Path, text: str) -> None:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """A copy of the parts of the project the script uses: itself and tests/corpus.py."""
+    """A copy of the parts of the project the script uses: itself and tests/support/corpus.py."""
     copy = tmp_path / "project"
     (copy / "scripts").mkdir(parents=True)
-    (copy / "tests").mkdir()
+    (copy / "tests" / "support").mkdir(parents=True)
     shutil.copy(REPO / "scripts" / "install-corpus.sh", copy / "scripts")
-    shutil.copy(REPO / "tests" / "corpus.py", copy / "tests")
+    shutil.copy(REPO / "tests" / "support" / "corpus.py", copy / "tests" / "support")
     (copy / "tests" / "__init__.py").touch()
+    (copy / "tests" / "support" / "__init__.py").touch()
     return copy
 
 
@@ -138,6 +139,7 @@ def manual_debs(tmp: Path) -> None:
     build_deb(tmp, "libjs-underscore", {"usr/share/javascript/underscore/underscore.js": "/* underscore */"})
 
 
+@pytest.mark.e2e
 @needs_dpkg
 def test_unpacks_the_manual_into_the_project_without_installing_anything(tmp_path: Path, project: Path) -> None:
     manual_debs(tmp_path)
@@ -157,6 +159,7 @@ def test_unpacks_the_manual_into_the_project_without_installing_anything(tmp_pat
     assert len((tmp_path / "apt-calls").read_text(encoding="utf-8").splitlines()) == 1
 
 
+@pytest.mark.e2e
 @needs_dpkg
 def test_non_root_with_unknown_package_says_what_to_do_in_one_line(tmp_path: Path, project: Path) -> None:
     bin_dir = stub_apt(tmp_path, knows_packages=False, uid=1000)
@@ -169,6 +172,7 @@ def test_non_root_with_unknown_package_says_what_to_do_in_one_line(tmp_path: Pat
     assert not (project / "build" / "corpus").exists()
 
 
+@pytest.mark.e2e
 @needs_dpkg
 def test_root_refreshes_the_package_lists_once_then_gives_up_in_one_line(tmp_path: Path, project: Path) -> None:
     bin_dir = stub_apt(tmp_path, knows_packages=False, uid=0)
@@ -181,6 +185,7 @@ def test_root_refreshes_the_package_lists_once_then_gives_up_in_one_line(tmp_pat
     assert error.endswith("the corpus tests will be skipped")
 
 
+@pytest.mark.e2e
 @needs_dpkg
 def test_make_corpus_skips_with_one_line_when_it_cannot_fetch(tmp_path: Path, project: Path) -> None:
     shutil.copy(REPO / "Makefile", project / "Makefile")

@@ -10,7 +10,7 @@ import httpx
 import ollama
 import pytest
 
-from tests.fake_ollama import (
+from tests.support.fake_ollama import (
     Disconnect,
     Fail,
     FakeOllama,

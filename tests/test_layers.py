@@ -48,9 +48,10 @@ def test_the_check_sees_imports_inside_functions(tmp_path: Path) -> None:
 def test_test_files_share_helpers_through_tests_support_only() -> None:
     # A helper imported from another test file drags that file's tests and fixtures along with it.
     from_tests = sorted(f"{path.name} imports {node.module}"
-                        for path in (ROOT / "tests").glob("test_*.py")
+                        for path in (ROOT / "tests").rglob("test_*.py")
                         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests.test_"))
+                        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests.")
+                        and not (node.module or "").startswith("tests.support"))
     assert from_tests == []
 
 

@@ -1,4 +1,4 @@
-"""Tests for the loopback test site (tests/site_server.py), with plain http.client/urllib."""
+"""Tests for the loopback test site (tests/support/site_server.py), with plain http.client/urllib."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.corpus import MISSING, has_manual
-from tests.site_server import (
+from tests.support.corpus import MISSING, has_manual
+from tests.support.site_server import (
     FIXED_LAST_MODIFIED,
     PYTHON_DOCS_DIR,
     RequestInfo,
@@ -420,10 +420,11 @@ def test_fixed_port_conflict_is_reported() -> None:
             SiteServer(("127.0.0.2", "127.0.0.1"), port=first.port).start()
 
 
+@pytest.mark.e2e
 def test_script_mode_serves_and_stops_on_sigint(www: Path) -> None:
     # faulthandler: if it does not stop, SIGABRT makes it print every thread's stack for the failure message.
     proc = subprocess.Popen(
-        [sys.executable, "-X", "faulthandler", "-m", "tests.site_server", "--dir", str(www),
+        [sys.executable, "-X", "faulthandler", "-m", "tests.support.site_server", "--dir", str(www),
          "--hosts", "127.0.0.1,127.0.0.2", "--port", "0"],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )

@@ -1,5 +1,5 @@
 """A tiny HTTP forward proxy on loopback with a request log, and a stand-in for public DNS: what lets a
-"public" site live on loopback while the SSRF guard is on (tests/test_ssrf_proxy.py, tests/test_sitemaps.py)."""
+"public" site live on loopback while the SSRF guard is on (tests/crawler/test_ssrf_proxy.py, tests/crawler/test_sitemaps.py)."""
 
 from __future__ import annotations
 

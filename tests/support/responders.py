@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.fake_ollama import user_prompt
+from tests.support.fake_ollama import user_prompt
 from tests.support.run import prompt_sources, read_jsonl, webqa
 
 

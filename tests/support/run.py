@@ -1,7 +1,7 @@
 """The `webqa run`/`ask` test world: a three-page loopback site, a fake LLM that quotes its sources,
 `webqa` as a subprocess, job files, and the run's outputs and tables read back.
 
-Shared by tests/test_run.py, tests/test_ask.py and the other end-to-end tests; the fixtures (``crawled``,
+Shared by tests/jobs/test_run.py, tests/jobs/test_ask.py and the other end-to-end tests; the fixtures (``crawled``,
 ``db``, ``llm``) are imported by name where they are used.
 """
 
@@ -23,8 +23,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from tests.fake_ollama import FakeOllama, user_prompt
-from tests.site_server import SiteServer
+from tests.support.fake_ollama import FakeOllama, user_prompt
+from tests.support.site_server import SiteServer
 
 REPO = Path(__file__).resolve().parent.parent.parent
 _CONSOLE_SCRIPT = Path(sys.executable).parent / "webqa"

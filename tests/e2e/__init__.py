@@ -1,0 +1,1 @@
+"""Scenarios across all three packages: real pages crawled, questions answered and checked."""
