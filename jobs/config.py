@@ -47,6 +47,7 @@ from jobs.config_messages import DURATION_EXAMPLES, JobFileError, did_you_mean, 
 from jobs.config_yaml import MAX_ALIAS_NODES, compose
 from jobs.errors import ConfigError
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for
+from jobs.typed import check_type_text
 from pipelines import defaults
 
 __all__ = [
@@ -213,6 +214,14 @@ HttpUrl = Annotated[str, Strict(), AfterValidator(_check_http_url)]
 Regex = Annotated[str, Strict(), AfterValidator(_check_regex)]
 NonEmptyStr = Annotated[str, Strict(), AfterValidator(_check_non_empty)]
 Name = Annotated[str, Strict(), AfterValidator(_check_name)]
+AnswerTypeText = Annotated[str, Strict(), AfterValidator(lambda v: _check_answer_type(v))]
+
+
+def _check_answer_type(value: str) -> str:
+    try:
+        return check_type_text(value)
+    except ValueError as exc:
+        fail(str(exc))
 
 
 class _Model(BaseModel):
@@ -354,6 +363,9 @@ class Question(_Model):
     urls: list[HttpUrl] | None = Field(
         None, description="Only search pages from these URLs (null = all pages)."
     )
+    type: AnswerTypeText = Field(
+        "text", description="The answer's value: yes_no, number, date (YYYY-MM-DD), list, enum(a, b, ...) or text."
+    )
     expect: list[NonEmptyStr] = Field(
         default_factory=list, description="Phrases a correct answer contains (evaluation)."
     )
@@ -462,8 +474,9 @@ class OutputConfig(_Model):
         description="Output folder; {name} = job name; relative to the job file's folder and inside it "
         "(absolute, ~ and ../ paths are refused: use --out DIR on the command line).",
     )
-    formats: list[Literal["jsonl", "markdown", "csv"]] = Field(
-        default_factory=lambda: ["jsonl", "markdown"], min_length=1, description="Files to write."
+    formats: list[Literal["jsonl", "markdown", "html", "csv"]] = Field(
+        default_factory=lambda: ["jsonl", "markdown", "html"], min_length=1,
+        description="Files to write: answers.jsonl, report.md, report.html (quotes linked into their pages), answers.csv."
     )
 
     @field_validator("dir", mode="before", json_schema_input_type=str)

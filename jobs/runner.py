@@ -40,6 +40,8 @@ from jobs.lock import RunLock
 from jobs.report import answer_row_json, outcome_json, write_csv, write_jsonl_line, write_markdown_report
 from jobs.second_stage import selection_stages
 from jobs.session import open_session
+from jobs.report_html import write_html_report
+from jobs.typed import parse_type
 from crawler.run import SHOWN_FAILURES, failures_phrase
 from pipelines.items import dropped_reason, is_failure
 from pipelines.signals import StopSignalScope, stop_signals
@@ -726,7 +728,7 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
             raise storage_error(exc, f"{out_dir}: cannot create the output folder") from None
         raise StoreError(f"{out_dir}: cannot create the output folder: {exc.strerror}") from None
     default_urls = tuple(scope) if scope is not None else None
-    specs = [QuestionSpec(q.id, q.question, _stored_form(q.urls) or default_urls) for q in job.questions]
+    specs = [QuestionSpec(q.id, q.question, _stored_form(q.urls) or default_urls, parse_type(q.type)) for q in job.questions]
     changes = None if options.dry_run else _Changes(store, answerer.db_lock, run_id, previous_run_id)
     jsonl_path = out_dir / "answers.jsonl"
     results: dict[str, dict[str, Any]] = {}
@@ -967,7 +969,7 @@ def _write_reports(job: JobConfig, out_dir: Path, run_id: int, result: Verdict, 
                    order: list[str], notices: list[str], crawl: CrawlReport,
                    jsonl_path: Path, diff: RunDiff | None = None, hosts_line: str | None = None) -> list[Path]:
     outputs = []
-    if "markdown" in job.output.formats:
+    if "markdown" in job.output.formats or "html" in job.output.formats:
         status = result.status + (f" ({result.reason})" if result.reason and result.status != "done" else "")
         summary = [f"run {run_id}: {status}", f"questions: {counts['questions']}, answered: {counts['answered']}, "
                    f"grounded: {counts['grounded']}, not enough information: {counts['not_enough_info']}, "
@@ -980,10 +982,16 @@ def _write_reports(job: JobConfig, out_dir: Path, run_id: int, result: Verdict, 
         summary += [f"stale: {url} (last fetched {when:%Y-%m-%d %H:%M} UTC; the copy answered from may be out of date)"
                     for url, when in sorted(crawl.stale.items())]
         summary += [f"notice: {n}" for n in notices]
+    if "markdown" in job.output.formats:
         preamble = render_diff(diff) if diff is not None else []
         path = out_dir / "report.md"
         with path.open("w", encoding="utf-8") as out:
             write_markdown_report(out, f"{job.name} — run {run_id}", summary, read_back(jsonl_path, order), preamble)
+        outputs.append(path)
+    if "html" in job.output.formats:
+        path = out_dir / "report.html"
+        with path.open("w", encoding="utf-8") as out:
+            write_html_report(out, f"{job.name} — run {run_id}", summary, read_back(jsonl_path, order), diff)
         outputs.append(path)
     if "csv" in job.output.formats:
         path = out_dir / "answers.csv"

@@ -302,7 +302,7 @@ class RunStore(Store):
 ANSWER_COLUMNS = (
     "run_id", "question_id", "question", "attempt", "final", "answer", "confidence", "citations", "grounded",
     "not_enough_info", "failed_citations", "valid_json", "answerer", "model", "method", "latency_s",
-    "prompt_tokens", "eval_tokens", "error", "retry_reason", "host",
+    "prompt_tokens", "eval_tokens", "error", "retry_reason", "host", "answered", "value", "value_type", "value_problem",
 )
 RERANK_COLUMNS = (
     "status", "error", "model", "candidates", "before", "after", "dropped", "appended", "prompt_tokens",

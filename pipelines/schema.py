@@ -6,7 +6,7 @@ keeps working instead of failing on a missing column.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -204,7 +204,11 @@ CREATE TABLE IF NOT EXISTS answers (
     created_at TIMESTAMP NOT NULL,
     evidence JSON,                         -- final answers of runs: jobs.changes.Evidence (answered, cited chunk+quote)
     change VARCHAR,                        -- final answers of runs: new | changed | unchanged | no_longer_answered
-    host VARCHAR                           -- the Ollama server that answered (one of ollama.hosts), for answerer llm
+    host VARCHAR,                          -- the Ollama server that answered (one of ollama.hosts), for answerer llm
+    answered BOOLEAN,                      -- the reply's answered field (false: not enough information); NULL before schema 9
+    value JSON,                            -- the answer's value of its question's type (jobs/typed.py), when trusted
+    value_type VARCHAR,                    -- the question's type: text | yes_no | number | date | list | enum(a, b)
+    value_problem VARCHAR                  -- why the reply's value was not trusted (wrong type, not in the quotes)
 );
 CREATE INDEX IF NOT EXISTS answers_run ON answers (run_id);
 
@@ -339,5 +343,12 @@ MIGRATIONS: dict[int, list[str]] = {
         # The string pipelines/duplicates.py text_hash hashes: chunks in order, "heading path \x1f text", \x1e apart.
         "UPDATE pages SET text_hash = h.hash FROM (SELECT url, sha256(string_agg(heading_path || chr(31) || text, "
         "chr(30) ORDER BY ordinal)) AS hash FROM chunks GROUP BY url) h WHERE pages.url = h.url",
+    ],
+    # 9: typed answers (jobs/typed.py): the value of the question's type, and answered as a field.
+    9: [
+        "ALTER TABLE answers ADD COLUMN IF NOT EXISTS answered BOOLEAN",
+        "ALTER TABLE answers ADD COLUMN IF NOT EXISTS value JSON",
+        "ALTER TABLE answers ADD COLUMN IF NOT EXISTS value_type VARCHAR",
+        "ALTER TABLE answers ADD COLUMN IF NOT EXISTS value_problem VARCHAR",
     ],
 }
