@@ -190,6 +190,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from jobs import llm_defaults as llm  # Ollama's defaults for `ask`, without importing the client
+    from jobs.question_history import add_history_parser
 
     parser = _Parser(
         prog="webqa",
@@ -352,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="most sources sent, for answer-in-prompt (default: the job's selection.top_k)")
     evaluate.add_argument("--json", action="store_true", help="print the funnel and summary as JSON")
     evaluate.set_defaults(handler=cmd_eval)
+    add_history_parser(sub, _add_db)
     for command in sub.choices.values():
         # Last, in their own section: each command's help starts with its own options.
         _add_global_options(command.add_argument_group("global options (also accepted before COMMAND)"),

@@ -194,3 +194,17 @@ def test_typed_answers_run_twice_with_one_page_edited(tmp_path: Path, fake_ollam
     assert len(quoted) == len(QUESTIONS)  # one verified citation per question
     for href in quoted:
         assert found_in(fragment_terms(href), page_text), href
+
+    # webqa history: both runs, the value each gave, the change, and the page with the fetch time answered from.
+    done = webqa("history", "port", "--json", "--db", db, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    history = json.loads(done.stdout)
+    assert [(h["run_id"], h["value"], h["change"], h["verdict"]) for h in history] == [
+        (1, 8731, "new", "answered"), (2, 8732, "changed", "answered")]
+    fetched = {r["run_id"]: str(r["fetched_at"]) for r in rows(db, "SELECT run_id, fetched_at FROM run_pages")}
+    assert [(h["evidence_url"], h["evidence_fetched_at"]) for h in history] == [
+        (site.url(0, "/lumen.html"), fetched[1]), (site.url(0, "/lumen.html"), fetched[2])]
+    table = webqa("history", "port", "--db", db, cwd=tmp_path)
+    assert table.returncode == 0 and "8731" in table.stdout and "8732" in table.stdout and "changed" in table.stdout
+    unknown = webqa("history", "nope", "--db", db, cwd=tmp_path)
+    assert unknown.returncode == 2 and "no finished run that asked question 'nope'" in unknown.stderr
