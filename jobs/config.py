@@ -47,6 +47,7 @@ from jobs.config_messages import DURATION_EXAMPLES, JobFileError, did_you_mean, 
 from jobs.config_yaml import MAX_ALIAS_NODES, compose
 from jobs.errors import ConfigError
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for
+from jobs.notify_config import NotifyConfig
 from jobs.typed import check_type_text
 from pipelines import defaults
 
@@ -674,6 +675,10 @@ class JobConfig(_Model):
     allow_degraded: StrictBool = Field(
         False, description="Exit 0 even when the run was degraded (answered extractively because Ollama was "
                            "down, or selected with bm25 because the embedding model was missing).",
+    )
+    notify: NotifyConfig | None = Field(
+        None, description="Announce a run whose answers changed: {webhook: URL} (one JSON POST) and/or "
+                          "{command: [program, args]} (the JSON on stdin); see docs/job-reference.md.",
     )
     redis: str | None = Field(
         None, pattern=r"^(redis|rediss|unix)://",

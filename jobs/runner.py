@@ -40,6 +40,7 @@ from jobs.lock import RunLock
 from jobs.report import answer_row_json, outcome_json, write_csv, write_jsonl_line, write_markdown_report
 from jobs.second_stage import selection_stages
 from jobs.session import open_session
+from jobs.notify import announce, private_allowed
 from jobs.report_html import write_html_report
 from jobs.typed import parse_type
 from crawler.run import SHOWN_FAILURES, failures_phrase
@@ -868,6 +869,10 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
         if _is_storage_failure(exc):
             raise storage_error(exc, f"{out_dir}: cannot write the reports") from None
         raise
+    for problem in announce(job.notify, job.name, diff, out_dir, job.output.formats, allow_private=private_allowed(
+            job.crawl.allow_private_networks, options.allow_private_networks)):
+        notify.important(f"Notice: {problem}")
+        notices.append(problem)
     if fatal is not None:
         raise fatal
     if interrupted:

@@ -22,6 +22,7 @@ from jobs.typed import parse_type
 from jobs.typed import check_value
 from tests.fake_ollama import FakeOllama, user_prompt
 from tests.site_server import SiteServer
+from tests.support.receiver import Receiver
 from tests.support.run import prompt_question, prompt_sources, read_jsonl, rows, webqa
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -151,7 +152,20 @@ def run_twice(tmp_path: Path, fake: FakeOllama, site: SiteServer, extra: str = "
 
 def test_typed_answers_run_twice_with_one_page_edited(tmp_path: Path, fake_ollama: FakeOllama,
                                                      site: SiteServer) -> None:
-    db, (run1, run2) = run_twice(tmp_path, fake_ollama, site)
+    receiver = Receiver().__enter__()
+    try:
+        db, (run1, run2) = run_twice(tmp_path, fake_ollama, site,
+                                     f"notify:\n  webhook: {receiver.url}\n  timeout: 5\n  attempts: 2\n")
+    finally:
+        receiver.stop()
+    # The webhook: nothing for the first run (nothing to compare with), one POST for the run with a change.
+    (posted,) = receiver.posts
+    assert (posted["job"], posted["run_id"], posted["previous_run_id"]) == ("lumen", 2, 1)
+    (change,) = posted["changes"]
+    assert (change["question_id"], change["change"]) == ("port", "changed")
+    assert (change["before"]["value"], change["now"]["value"]) == (8731, 8732)
+    assert change["report"] == (run2 / "report.html").resolve().as_uri() + "#q-port"
+    assert len(change["evidence"]) == 1 and "#:~:text=" in change["evidence"][0]
     # Each question was asked with the schema of its type.
     schemas = {prompt_question(user_prompt(r.body)): r.body["format"] for r in fake_ollama.requests_to("/api/chat")}
     assert schemas[QUESTIONS["port"][0]]["properties"]["value"]["type"] == ["number", "null"]
@@ -208,3 +222,20 @@ def test_typed_answers_run_twice_with_one_page_edited(tmp_path: Path, fake_ollam
     assert table.returncode == 0 and "8731" in table.stdout and "8732" in table.stdout and "changed" in table.stdout
     unknown = webqa("history", "nope", "--db", db, cwd=tmp_path)
     assert unknown.returncode == 2 and "no finished run that asked question 'nope'" in unknown.stderr
+
+
+def test_an_unchanged_run_posts_nothing_and_a_receiver_down_is_one_notice(tmp_path: Path, fake_ollama: FakeOllama,
+                                                                         site: SiteServer) -> None:
+    with Receiver() as receiver:
+        db, _ = run_twice(tmp_path, fake_ollama, site, f"notify:\n  webhook: {receiver.url}\n  attempts: 2\n")
+        job, out = tmp_path / "lumen.yaml", tmp_path / "out"
+        third = webqa("run", job, "--db", db, "--out", out, host=fake_ollama.url, cwd=tmp_path, timeout=180)
+        assert third.returncode == 0, third.stderr
+        assert len(receiver.posts) == 1  # run 2's; run 3 changed nothing
+    site.add(0, "/lumen.html", PAGE.format(port=8733))
+    fourth = webqa("run", job, "--db", db, "--out", out, host=fake_ollama.url, cwd=tmp_path, timeout=180)
+    assert fourth.returncode == 0, fourth.stderr  # the answers are stored and reported: the run did its job
+    notices = [line for line in fourth.stderr.splitlines() if "notification" in line]
+    assert len(notices) == 1 and notices[0].startswith("Notice: notification not sent: webhook http://127.0.0.1:")
+    assert "failed after 2 POSTs" in notices[0]
+    assert "port" in rows(db, "SELECT question_id FROM answers WHERE run_id = 4 AND change = 'changed'")[0]["question_id"]
