@@ -68,6 +68,7 @@ class QuestionSpec:
     question: str
     urls: tuple[str, ...] | None = None
     type: AnswerType = TEXT  # what kind of value the answer carries (jobs/typed.py)
+    kind: str = "question"  # question | summary (jobs/summary.py: the whole of its pages)
 
 
 @dataclass
@@ -134,6 +135,10 @@ class QuestionAnswerer:
         self.fallback_notice = reason
 
     def answer(self, spec: QuestionSpec) -> Outcome:
+        if spec.kind == "summary":
+            from jobs.summary import summarise  # it builds on this module
+
+            return summarise(self, spec)
         with self.db_lock:
             scope = self._scope(spec)
             if isinstance(scope, str):

@@ -364,6 +364,10 @@ class Question(_Model):
     urls: list[HttpUrl] | None = Field(
         None, description="Only search pages from these URLs (null = all pages)."
     )
+    kind: Literal["question", "summary"] = Field(
+        "question", description="'summary': a summary of the whole of its pages (its urls, or the job's), every "
+                                "claim cited; 'question': answered from the chunks that match it best."
+    )
     type: AnswerTypeText = Field(
         "text", description="The answer's value: yes_no, number, date (YYYY-MM-DD), list, enum(a, b, ...) or text."
     )
@@ -375,6 +379,13 @@ class Question(_Model):
         default_factory=list,
         description="Other pages that answer it too (evaluation): their chunks with an expect phrase count.",
     )
+
+    @field_validator("type")
+    @classmethod
+    def _summary_is_text(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("kind") == "summary" and value != "text":
+            fail(f"a summary question's answer is text, not {value}; remove 'type:' or make it a question")
+        return value
 
     @field_validator("urls")
     @classmethod

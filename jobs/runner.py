@@ -729,7 +729,8 @@ def _run_questions(run: _Run, store: RunStore, answerer: QuestionAnswerer, out_d
             raise storage_error(exc, f"{out_dir}: cannot create the output folder") from None
         raise StoreError(f"{out_dir}: cannot create the output folder: {exc.strerror}") from None
     default_urls = tuple(scope) if scope is not None else None
-    specs = [QuestionSpec(q.id, q.question, _stored_form(q.urls) or default_urls, parse_type(q.type)) for q in job.questions]
+    specs = [QuestionSpec(q.id, q.question, _stored_form(q.urls) or default_urls, parse_type(q.type), q.kind)
+             for q in job.questions]
     changes = None if options.dry_run else _Changes(store, answerer.db_lock, run_id, previous_run_id)
     jsonl_path = out_dir / "answers.jsonl"
     results: dict[str, dict[str, Any]] = {}
