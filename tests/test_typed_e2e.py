@@ -34,7 +34,7 @@ PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">
 <p>The Lumen dashboard listens on port {port} unless another port is configured. Telemetry is disabled by default
 in every release of the server. The latest release shipped on 2026-11-30 after two weeks of testing by volunteers.
 The supported databases are PostgreSQL, SQLite and DuckDB in this release of the server.</p>
-<h2>Plans &amp; banners</h2>
+<h2>Plans &amp; banners &lt;b onmouseover=alert(2)&gt;</h2>
 <p>The hosted plan is free for teams of up to five people, and larger teams pay per seat. The old login banner
 reads &lt;img src=x onerror=alert(1)&gt; &amp; friends, which the new release no longer shows to anyone.</p>
 </article></main></body></html>
@@ -201,8 +201,9 @@ def test_typed_answers_run_twice_with_one_page_edited(tmp_path: Path, fake_ollam
     assert "8732" in dom and "Which port does the Lumen dashboard listen on?" in dom
     parsed = Links()
     parsed.feed(dom)
-    assert "script" not in parsed.tags and "img" not in parsed.tags  # the page's markup stayed text
-    assert "&lt;img src=x onerror=alert(1)&gt;" in html_text
+    assert not {"script", "img", "b"} & set(parsed.tags)  # the page's markup stayed text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html_text  # a quote
+    assert "banners &lt;b onmouseover=alert(2)&gt;" in html_text  # a heading, shown as its citation's link text
     page_text = rows(db, "SELECT text FROM pages")[0]["text"]
     quoted = [h for h in parsed.hrefs if "#:~:text=" in h]
     assert len(quoted) == len(QUESTIONS)  # one verified citation per question
