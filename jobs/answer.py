@@ -23,7 +23,7 @@ from jobs.prompt import (ANSWER_SCHEMA, NOT_ENOUGH_INFORMATION, PROMPT_VERSION, 
 from jobs.rerank import Reranker, RerankSettings, RerankTrail
 from jobs.second_stage import SecondStage, StageSettings
 from jobs.select import Candidate, Packed, Selection, Selector, pack
-from jobs.typed import TEXT, AnswerType, TypedValue, answer_schema, check_value
+from jobs.typed import TEXT, AnswerType, TypedValue, answer_schema, check_value, prompt_question
 from jobs.typed_extract import fill_extractive, number_problem
 from jobs.validate import Validation, coerce_answer, validate_answer
 from pipelines import defaults
@@ -199,7 +199,7 @@ class QuestionAnswerer:
         evidence = packed_sources(outcome.selection.candidates, top_k=top_k, token_budget=budget,
                                   merge=self.settings.merge_pages)
         packed, sources = evidence.packed, evidence.sources
-        prompt = build_prompt(outcome.spec.question, sources)
+        prompt = build_prompt(prompt_question(outcome.spec.question, outcome.spec.type), sources)
         attempt = Attempt(number, packed, sources, prompt, answerer=self.answerer, retry_reason=retry_reason,
                           evidence=evidence)
         outcome.attempts.append(attempt)

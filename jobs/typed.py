@@ -31,7 +31,7 @@ from datetime import date
 from typing import Any
 
 __all__ = ["KINDS", "TEXT", "AnswerType", "TypedValue", "answer_schema", "check_type_text", "check_value",
-           "parse_type", "reply_answered", "value_key", "value_text"]
+           "parse_type", "prompt_question", "reply_answered", "value_key", "value_text"]
 
 KINDS = ("yes_no", "number", "date", "list", "enum", "text")
 MAX_LIST_ITEMS = 100  # a list answer longer than this is a page dump, not an answer
@@ -108,6 +108,23 @@ def answer_schema(base: Mapping[str, Any], atype: AnswerType) -> dict[str, Any]:
         properties["value"] = value_schema(atype)
         required += ["answered", "value"]
     return {**base, "properties": properties, "required": required}
+
+
+_HINTS = {
+    "yes_no": 'set "value" to true for yes or false for no',
+    "number": 'set "value" to the number alone (digits, no unit)',
+    "date": 'set "value" to the date written YYYY-MM-DD',
+    "list": 'set "value" to the list of items, one string each',
+}
+
+
+def prompt_question(question: str, atype: AnswerType) -> str:
+    """The question as the prompt asks it: a typed question says what ``value`` must hold (the schema only
+    constrains its shape), and that an unanswerable one is ``answered: false``."""
+    if not atype.typed:
+        return question
+    hint = _HINTS.get(atype.kind) or f'set "value" to exactly one of: {", ".join(atype.choices)}'
+    return f'{question} (In the JSON, {hint}; if the sources do not answer, set "answered" to false and "value" to null.)'
 
 
 def reply_answered(data: Any) -> bool | None:

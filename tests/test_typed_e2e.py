@@ -68,7 +68,7 @@ def value_of(qid: str, sentence: str) -> Any:
 def typed_responder(body: dict[str, Any]) -> dict[str, Any]:
     """A careful model: the sentence holding the question's phrase, quoted, with the value it states."""
     prompt = user_prompt(body)
-    qid = next(k for k, (q, _t, _n) in QUESTIONS.items() if q == prompt_question(prompt))
+    qid = next(k for k, (q, _t, _n) in QUESTIONS.items() if prompt_question(prompt).startswith(q))
     typed = "value" in body["format"]["properties"]
     for number, text in sorted(prompt_sources(prompt).items()):
         for sentence in re.split(r"(?<=\.)\s+", " ".join(text.split())):
@@ -167,9 +167,14 @@ def test_typed_answers_run_twice_with_one_page_edited(tmp_path: Path, fake_ollam
     assert change["report"] == (run2 / "report.html").resolve().as_uri() + "#q-port"
     assert len(change["evidence"]) == 1 and "#:~:text=" in change["evidence"][0]
     # Each question was asked with the schema of its type.
-    schemas = {prompt_question(user_prompt(r.body)): r.body["format"] for r in fake_ollama.requests_to("/api/chat")}
+    asked = {prompt_question(user_prompt(r.body)): r.body["format"] for r in fake_ollama.requests_to("/api/chat")}
+    schemas = {q: next(f for text, f in asked.items() if text.startswith(q)) for q, _t, _n in QUESTIONS.values()}
     assert schemas[QUESTIONS["port"][0]]["properties"]["value"]["type"] == ["number", "null"]
     assert "value" not in schemas[QUESTIONS["banner"][0]]["properties"]
+    # The prompt says what the value holds; a text question is asked as written.
+    assert any(t.endswith('set "value" to the number alone (digits, no unit); if the sources do not answer, set '
+                          '"answered" to false and "value" to null.)') for t in asked)
+    assert QUESTIONS["banner"][0] in asked
 
     # answers.jsonl: a value of its type for every question, answered as a field.
     answers = {a["question_id"]: a for a in read_jsonl(run2 / "answers.jsonl")}
