@@ -21,7 +21,7 @@ from jobs.changes import (CHANGE_KINDS, CHANGED, EVIDENCE_MOVED, LABELS, NEW, NO
                           REPORTABLE_REWORDED, REWORDED, UNCHANGED, Evidence, classify, evidence_of)
 from jobs.errors import ConfigError, StoreError
 from jobs.runstore import IN_PROGRESS, RunStore
-from jobs.typed import value_key
+from jobs.typed import value_key, value_text
 
 # A question of the earlier run that the later run did not ask (removed from the job, or the run
 # was interrupted before it). Not one of jobs.changes' kinds: nothing can be said about its answer.
@@ -334,7 +334,8 @@ def _quotes(row: dict[str, Any] | None) -> list[str]:
 
 
 def _side(label: str, row: dict[str, Any] | None) -> list[str]:
-    lines = [f"  - {label}: {_answer_text(row)}"]
+    value = _stored_value(row) if row is not None and row.get("value_type") not in (None, "text") else None
+    lines = [f"  - {label}: {_answer_text(row)}" + (f" (value: {value_text(value)})" if value is not None else "")]
     lines += [f"    “{q}”" for q in _quotes(row)]
     return lines
 

@@ -199,6 +199,9 @@ def test_typed_answers_run_twice_with_one_page_edited(tmp_path: Path, fake_ollam
     # The others quote the same words, some from the edited section: the same answers (evidence moved).
     assert {q for q, a in changes.items() if a["change"] not in ("unchanged", "evidence_moved")} == {"port"}
 
+    text = webqa("diff", "--db", db, cwd=tmp_path)
+    assert "(value: 8731)" in text.stdout and "(value: 8732)" in text.stdout
+
     # report.html: renders in Chromium, escapes the page's markup, and each quote's link lands on its words.
     report = run2 / "report.html"
     html_text = report.read_text(encoding="utf-8")
