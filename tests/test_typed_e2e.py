@@ -199,6 +199,10 @@ def test_typed_answers_run_twice_with_one_page_edited(tmp_path: Path, fake_ollam
     # The others quote the same words, some from the edited section: the same answers (evidence moved).
     assert {q for q, a in changes.items() if a["change"] not in ("unchanged", "evidence_moved")} == {"port"}
 
+    port_id = next(r["answer_id"] for r in rows(db, "SELECT answer_id, question_id FROM answers WHERE final AND run_id = 2")
+                   if r["question_id"] == "port")
+    explained = webqa("explain", str(port_id), "--db", db, "--no-prompt", cwd=tmp_path)
+    assert "type number; answered yes; value 8732" in explained.stdout, explained.stdout
     text = webqa("diff", "--db", db, cwd=tmp_path)
     assert "(value: 8731)" in text.stdout and "(value: 8732)" in text.stdout
 
