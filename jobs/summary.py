@@ -133,7 +133,7 @@ def summarise(answerer: QuestionAnswerer, spec: QuestionSpec) -> Outcome:
 
     Each section's prompt numbers its sources 1, 2, … (an ordinary sequence for the model); the reduce
     renumbers them into the attempt's one numbering, in page order."""
-    from jobs.answer import Attempt, Evidence, Outcome, Unit
+    from jobs.answer import Attempt, Outcome, PromptSources, Unit
 
     with answerer.db_lock:
         scope = answerer._scope(spec)
@@ -162,7 +162,7 @@ def summarise(answerer: QuestionAnswerer, spec: QuestionSpec) -> Outcome:
     started = time.monotonic()
     attempt = Attempt(1, Packed(sent), numbered, PROMPT_SEPARATOR.join(p.prompt for p in parts),
                       answerer=answerer.answerer,
-                      evidence=Evidence(Packed(sent), [Unit((c,)) for c in sent], numbered))
+                      evidence=PromptSources(Packed(sent), [Unit((c,)) for c in sent], numbered))
     outcome.attempts.append(attempt)
     outcome.final = attempt
     if answerer.settings.dry_run or not sent:
