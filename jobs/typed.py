@@ -31,7 +31,7 @@ from datetime import date
 from typing import Any
 
 __all__ = ["KINDS", "TEXT", "AnswerType", "TypedValue", "answer_schema", "check_type_text", "check_value",
-           "parse_type", "prompt_question", "reply_answered", "value_key", "value_text"]
+           "parse_type", "prompt_question", "reply_answered", "value_key", "value_schema", "value_text"]
 
 KINDS = ("yes_no", "number", "date", "list", "enum", "text")
 MAX_LIST_ITEMS = 100  # a list answer longer than this is a page dump, not an answer

@@ -18,8 +18,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from jobs.typed import parse_type
-from jobs.typed import check_value
+from jobs.llm import schema_problem
+from jobs.typed import check_value, parse_type, value_schema
 from tests.fake_ollama import FakeOllama, user_prompt
 from tests.site_server import SiteServer
 from tests.support.receiver import Receiver
@@ -182,6 +182,7 @@ def test_typed_answers_run_twice_with_one_page_edited(tmp_path: Path, fake_ollam
         a = answers[qid]
         assert a["type"] == kind and a["answered"] is True and a["value_problem"] is None, a
         assert check_value(parse_type(kind), a, False).problem is None
+        assert schema_problem(a["value"], value_schema(parse_type(kind))) is None
     assert answers["port"]["value"] == 8732 and answers["telemetry"]["value"] is False
     assert answers["release"]["value"] == "2026-11-30" and answers["plan"]["value"] == "free"
     assert answers["databases"]["value"] == ["PostgreSQL", "SQLite", "DuckDB"]
