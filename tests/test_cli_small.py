@@ -113,6 +113,7 @@ DB_COMMANDS = {
     "eval": ["eval", "job.yaml"],
     "runs": ["runs"],
     "diff": ["diff"],
+    "history": ["history", "q1"],
     "explain": ["explain", "1"],
     "reindex": ["reindex"],
 }
