@@ -43,6 +43,7 @@ from pydantic import (
 from crawler.urllist import MAX_URL_FILE_BYTES, collect_urls, require_url_file, sitemap_entry
 from jobs import llm_defaults as llm
 from jobs.config_files import MAX_JOB_BYTES, TOO_LARGE, decode_job, read_job_bytes
+from jobs.config_render import RenderSetting
 from jobs.config_messages import DURATION_EXAMPLES, JobFileError, did_you_mean, fail, got, job_error, validation_error
 from jobs.config_yaml import MAX_ALIAS_NODES, compose
 from jobs.errors import ConfigError
@@ -312,6 +313,9 @@ class CrawlConfig(_Model):
         defaults.SITEMAP_MAX_URLS, description="Most page URLs read from one listed sitemap (with its index's sitemaps)."
     )
     hosts: dict[str, HostOverride] = Field(default_factory=dict, description="Per-host overrides.")
+    render: RenderSetting = Field(
+        None, description="Render pages with JavaScript in Chromium: 'js' for every page, or {js: [regex, ...]}."
+    )
 
     @field_validator("recrawl_after", mode="before", json_schema_input_type=str | None)
     @classmethod

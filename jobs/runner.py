@@ -211,7 +211,7 @@ def crawl_options(job: JobConfig, options: RunOptions, fresh_since: datetime | N
         timeout=crawl.timeout, max_bytes=crawl.max_bytes,
         recrawl_after=crawl.recrawl_after, refresh=options.refresh, fresh_since=fresh_since, job_name=job.name,
         max_duration=crawl.max_duration, sitemap_max_urls=crawl.sitemap_max_urls,
-        pdf_max_pages=crawl.pdf_max_pages,
+        pdf_max_pages=crawl.pdf_max_pages, render=crawl.render,
         verbose=options.verbose, progress=options.progress, redis=job.redis,
     )
 
