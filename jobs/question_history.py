@@ -7,9 +7,8 @@ from with the fetch time of the copy that run answered from (``run_pages``).
 
 from __future__ import annotations
 
-import argparse
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +18,7 @@ from jobs.history import citations_of, only_job
 from jobs.runstore import RunStore
 from jobs.typed import value_text
 
-__all__ = ["add_history_parser", "cmd_history", "question_history", "render_history"]
+__all__ = ["question_history", "render_history"]
 
 
 def _value(row: dict[str, Any]) -> Any:
@@ -87,28 +86,3 @@ def render_history(question_id: str, history: Sequence[dict[str, Any]]) -> str:
     lines = [f"{question_id}: {history[-1]['question']} (type {history[-1]['type']})", ""]
     lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
     return "\n".join(lines)
-
-
-def cmd_history(args: argparse.Namespace, console: Any) -> int:
-    from jobs.cli import show  # the CLI's printer: redacted, control characters shown
-
-    with RunStore.open(args.db, read_only=True) as store:
-        store.require_runs()
-        history = question_history(store, args.question_id, args.job)
-    if args.json:
-        print(json.dumps(history, ensure_ascii=False, indent=2, default=str))
-    else:
-        show(render_history(args.question_id, history))
-    return 0
-
-
-def add_history_parser(sub: Any, add_db: Callable[[argparse.ArgumentParser], None]) -> None:
-    history = sub.add_parser("history", help="one question's answers run by run: value, verdict, change, evidence",
-                             description="A question's final answer in every finished run of its job, oldest first: "
-                                         "verdict, value (or answer), change since the run before, and the page "
-                                         "its evidence came from with the fetch time of the copy answered from.")
-    history.add_argument("question_id", metavar="QUESTION_ID", help="the question's id in the job file")
-    add_db(history)
-    history.add_argument("--job", metavar="NAME", help="the job (needed when the database holds several)")
-    history.add_argument("--json", action="store_true", help="print a JSON list")
-    history.set_defaults(handler=cmd_history)
