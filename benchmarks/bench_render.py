@@ -1,6 +1,6 @@
 """Benchmark: what `crawl.render` costs a crawl (issue 27, item 3).
 
-Serves N documentation-like pages on loopback (tests/site_server.py) twice over: as plain HTML, and as an
+Serves N documentation-like pages on loopback (tests/support/site_server.py) twice over: as plain HTML, and as an
 empty shell whose script builds the same text. Crawls (`run_crawl` in a subprocess, delay 0) the plain pages
 without rendering, the same pages with `render: js`, and the shells with `render: js`; reports wall seconds,
 CPU seconds of the crawl process and of its children (playwright's driver and Chromium) and the peak RSS of

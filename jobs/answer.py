@@ -23,6 +23,8 @@ from jobs.prompt import (ANSWER_SCHEMA, NOT_ENOUGH_INFORMATION, PROMPT_VERSION, 
 from jobs.rerank import Reranker, RerankSettings, RerankTrail
 from jobs.second_stage import SecondStage, StageSettings
 from jobs.select import Candidate, Packed, Selection, Selector, pack
+from jobs.typed import TEXT, AnswerType, TypedValue, answer_schema, check_value, prompt_question
+from jobs.typed_extract import fill_extractive, number_problem
 from jobs.validate import Validation, coerce_answer, validate_answer
 from pipelines import defaults
 from pipelines.chunk import estimate_tokens
@@ -65,6 +67,8 @@ class QuestionSpec:
     id: str
     question: str
     urls: tuple[str, ...] | None = None
+    type: AnswerType = TEXT  # what kind of value the answer carries (jobs/typed.py)
+    kind: str = "question"  # question | summary (jobs/summary.py: the whole of its pages)
 
 
 @dataclass
@@ -86,6 +90,7 @@ class Attempt:
     error: str | None = None
     evidence: PromptSources | None = None
     host: str | None = None  # the Ollama server that answered
+    typed: TypedValue | None = None  # the answer's checked value and whether it answers at all
 
 
 @dataclass
@@ -130,6 +135,10 @@ class QuestionAnswerer:
         self.fallback_notice = reason
 
     def answer(self, spec: QuestionSpec) -> Outcome:
+        if spec.kind == "summary":
+            from jobs.summary import summarise  # it builds on this module
+
+            return summarise(self, spec)
         with self.db_lock:
             scope = self._scope(spec)
             if isinstance(scope, str):
@@ -190,7 +199,7 @@ class QuestionAnswerer:
         evidence = packed_sources(outcome.selection.candidates, top_k=top_k, token_budget=budget,
                                   merge=self.settings.merge_pages)
         packed, sources = evidence.packed, evidence.sources
-        prompt = build_prompt(outcome.spec.question, sources)
+        prompt = build_prompt(prompt_question(outcome.spec.question, outcome.spec.type), sources)
         attempt = Attempt(number, packed, sources, prompt, answerer=self.answerer, retry_reason=retry_reason,
                           evidence=evidence)
         outcome.attempts.append(attempt)
@@ -202,15 +211,17 @@ class QuestionAnswerer:
             # Nothing was selected, or nothing close enough: asking a model to answer from such sources
             # can only invent (or spend a minute of GPU saying "Not enough information").
             attempt.answerer = "none" if not sources else "threshold"
-            attempt.data = {"answer": NOT_ENOUGH_INFORMATION, "citations": [], "confidence": "low"}
+            attempt.data = {"answer": NOT_ENOUGH_INFORMATION, "citations": [], "confidence": "low", "answered": False}
             if floor:
                 outcome.notice = "; ".join(n for n in (outcome.notice, floor) if n)
         elif self.answerer == "extractive":
-            attempt.data = answer_extractively(outcome.spec.question, sources)
+            attempt.data = fill_extractive(outcome.spec.type, outcome.spec.question,
+                                           answer_extractively(outcome.spec.question, sources))
         else:
             self._ask_llm(outcome, attempt)
         if attempt.data is not None:
             attempt.validation = validate_answer(attempt.data, sources, outcome.spec.question)
+            attempt.typed = typed_value(outcome.spec.type, attempt.data, attempt.validation)
         self._record(outcome, attempt)
         return attempt
 
@@ -218,7 +229,7 @@ class QuestionAnswerer:
         assert self.llm is not None
         started = time.monotonic()
         try:
-            result = self.llm.chat_json(attempt.prompt, ANSWER_SCHEMA)
+            result = self.llm.chat_json(attempt.prompt, answer_schema(ANSWER_SCHEMA, outcome.spec.type))
         except ModelNotFoundError:
             raise  # the run cannot go on: every question would fail the same way
         except LLMUnavailableError:
@@ -241,7 +252,9 @@ class QuestionAnswerer:
             # A looping or truncated reply is no answer: its text must not be reported as one.
             _fail(outcome, attempt, INVALID_JSON)
             return
-        attempt.data = coerce_answer(result.data)
+        # The typed fields are kept as sent: check_value judges them.
+        attempt.data = {**coerce_answer(result.data), **{k: result.data[k] for k in ("answered", "value")
+                                                         if k in result.data}}
 
     def _record(self, outcome: Outcome, attempt: Attempt) -> None:
         validation = attempt.validation
@@ -260,6 +273,7 @@ class QuestionAnswerer:
             "method": outcome.selection.method_used if outcome.selection else None,
             "latency_s": attempt.latency_s, "prompt_tokens": attempt.prompt_tokens, "eval_tokens": attempt.eval_tokens,
             "error": attempt.error, "retry_reason": attempt.retry_reason, "host": attempt.host,
+            **typed_columns(outcome.spec.type, attempt.typed),
         }
         with self.db_lock:
             attempt.answer_id = self.store.save_attempt(
@@ -509,6 +523,8 @@ def _retry_reason(attempt: Attempt) -> str | None:
         return "not enough information"
     if validation.failed:
         return f"{len(validation.failed)} citation(s) failed validation"
+    if attempt.typed is not None and attempt.typed.problem:
+        return attempt.typed.problem
     if not validation.grounded:
         return "answer not grounded in the sources"
     if str(attempt.data.get("confidence", "")).lower() == "low":
@@ -524,3 +540,21 @@ def _quality(attempt: Attempt) -> tuple[int, int, int]:
     real = int(validation.grounded and not validation.not_enough_information)
     confidence = CONFIDENCE_ORDER.get(str(attempt.data.get("confidence", "")).lower(), 0)
     return (real, confidence, -len(validation.failed))
+
+
+def typed_value(atype: AnswerType, data: dict[str, Any], validation: Validation) -> TypedValue:
+    """The attempt's value, checked for its type and, for a number, against its valid quotes."""
+    typed = check_value(atype, data, validation.not_enough_information)
+    if typed.problem is None and atype.kind == "number":
+        problem = number_problem(typed.value, [c.quote for c in validation.checks if c.valid])
+        if problem:
+            return TypedValue(None, True, problem)
+    return typed
+
+
+def typed_columns(atype: AnswerType, typed: TypedValue | None) -> dict[str, Any]:
+    """The answers row's typed columns: the value as JSON, whether it answers, its type and its problem."""
+    if typed is None:
+        return {"value_type": str(atype)}
+    return {"value": json.dumps(typed.value, ensure_ascii=False) if typed.value is not None else None,
+            "answered": typed.answered, "value_type": str(atype), "value_problem": typed.problem}

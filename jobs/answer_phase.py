@@ -18,6 +18,7 @@ from jobs.history import RunDiff, compare_runs
 from jobs.hosts import HostPool, HostSpec, connect_hosts
 from jobs.job_scope import job_scope, stored_form
 from jobs.llm import OllamaAccess, OllamaSettings, connect
+from jobs.notify import announce, private_allowed
 from jobs.question_pool import QuestionPool
 from jobs.resume import count_result, resumed_results
 from jobs.run_options import Notify
@@ -27,6 +28,7 @@ from jobs.second_stage import selection_stages
 from jobs.select import EMBEDDING_METHODS
 from jobs.session import open_session
 from jobs.storage_failures import is_storage_failure, storage_error
+from jobs.typed import parse_type
 from jobs.verdict import Verdict, verdict
 
 if TYPE_CHECKING:
@@ -120,7 +122,8 @@ def answer_questions(run: Run, store: RunStore, answerer: QuestionAnswerer, out_
     assert run_id is not None
     _make_out_dir(out_dir)
     default_urls = tuple(scope) if scope is not None else None
-    specs = [QuestionSpec(q.id, q.question, stored_form(q.urls) or default_urls) for q in job.questions]
+    specs = [QuestionSpec(q.id, q.question, stored_form(q.urls) or default_urls, parse_type(q.type), q.kind)
+             for q in job.questions]
     changes = None if options.dry_run else ChangeTracker(store, answerer.db_lock, run_id, previous_run_id)
     jsonl_path = out_dir / "answers.jsonl"
     results: dict[str, dict[str, Any]] = {}
@@ -148,6 +151,10 @@ def answer_questions(run: Run, store: RunStore, answerer: QuestionAnswerer, out_
                      failed_questions=[q for q in order if q in failed_set])
     _record_finish(store, run_id, result, counts, run.notices, resumed)
     outputs = _write_all(run, out_dir, run_id, result, order, crawl, jsonl_path, diff, pool.hosts)
+    for problem in announce(job.notify, job.name, diff, out_dir, job.output.formats, allow_private=private_allowed(
+            job.crawl.allow_private_networks, options.allow_private_networks)):
+        run.notify.important(f"Notice: {problem}")  # a failed notification is a notice, never the exit code
+        run.notices.append(problem)
     if pool.fatal is not None:
         raise pool.fatal
     if pool.interrupted:

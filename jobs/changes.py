@@ -1,6 +1,8 @@
 """Did an answer change since the last run? Decided on what the answer says, not on where it was found.
 
-What an answer says is its verdict (answered, not enough information, failed), the text of the
+What an answer of a typed question says is first its value (``jobs/typed.py``): ``42`` → ``43`` is
+``changed`` whatever the words, and the same value in other words or quotes is at most ``reworded``.
+Otherwise, what an answer says is its verdict (answered, not enough information, failed), the text of the
 quotes it rests on (its valid citations, normalised) and its own words (normalised, the ``[n]`` source
 markers left out). The chunk ids its quotes come from are kept only to tell why a same answer looks
 different: a chunk id hashes the page URL, heading path and *whole* text of its section, so editing
@@ -56,14 +58,19 @@ class Evidence:
     quotes: frozenset[str]  # normalised text of the valid citations' quotes
     text: str  # the normalised answer without source markers; "" unless answered
     chunks: frozenset[str] = frozenset()  # chunk ids of the valid citations
+    value: str | None = None  # a typed question's value as compared (jobs.typed.value_key); None: text or none
+
 
     @property
     def answered(self) -> bool:
         return self.verdict == ANSWERED
 
     def to_json(self) -> str:
-        return json.dumps({"verdict": self.verdict, "quotes": sorted(self.quotes), "text": self.text,
-                           "chunks": sorted(self.chunks)}, ensure_ascii=False)
+        data: dict[str, Any] = {"verdict": self.verdict, "quotes": sorted(self.quotes), "text": self.text,
+                                "chunks": sorted(self.chunks)}
+        if self.value is not None:
+            data["value"] = self.value  # absent otherwise: the evidence of an untyped answer reads as before
+        return json.dumps(data, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str | None) -> Evidence | None:
@@ -74,7 +81,9 @@ class Evidence:
         data = json.loads(text)
         if not isinstance(data, dict) or "verdict" not in data:
             return None
-        return cls(str(data["verdict"]), frozenset(data["quotes"]), str(data["text"]), frozenset(data["chunks"]))
+        value = data.get("value")
+        return cls(str(data["verdict"]), frozenset(data["quotes"]), str(data["text"]), frozenset(data["chunks"]),
+                   str(value) if value is not None else None)
 
     @property
     def digest(self) -> str:
@@ -87,7 +96,7 @@ def answer_words(answer: str | None) -> str:
 
 
 def evidence_of(answer: str | None, not_enough_information: bool | None, citations: Iterable[Mapping[str, Any]],
-                error: str | None = None) -> Evidence:
+                error: str | None = None, value: str | None = None) -> Evidence:
     if error is not None or not answer:
         return Evidence(FAILED, frozenset(), "")
     if not_enough_information:
@@ -95,7 +104,7 @@ def evidence_of(answer: str | None, not_enough_information: bool | None, citatio
     valid = [c for c in citations if c.get("valid")]
     quotes = frozenset(normalise(str(c.get("quote") or "")) for c in valid) - {""}
     chunks = frozenset(str(c["chunk_id"]) for c in valid if c.get("chunk_id"))
-    return Evidence(ANSWERED, quotes, answer_words(answer), chunks)
+    return Evidence(ANSWERED, quotes, answer_words(answer), chunks, value)
 
 
 def classify(previous: Evidence | None, current: Evidence) -> str:
@@ -108,6 +117,12 @@ def classify(previous: Evidence | None, current: Evidence) -> str:
         return CHANGED
     if not current.answered:
         return UNCHANGED  # not enough information both times, or failed both times
+    if previous.value is not None and current.value is not None:
+        # Typed values say what the answer says: another value is a change, the same one never is.
+        if previous.value != current.value:
+            return CHANGED
+        if previous.quotes != current.quotes or previous.text != current.text:
+            return REWORDED
     if previous.quotes != current.quotes:
         return CHANGED
     if previous.text != current.text:

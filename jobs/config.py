@@ -45,6 +45,7 @@ from jobs.config_sections import (
 )
 from jobs.config_types import InvalidDurationError, ListedUrl, Name, NonEmptyStr, StrictModel, parse_duration
 from jobs.config_yaml import MAX_ALIAS_NODES, compose
+from jobs.notify_config import NotifyConfig
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for
 
 __all__ = [
@@ -115,6 +116,10 @@ class JobConfig(StrictModel):
     allow_degraded: StrictBool = Field(
         False, description="Exit 0 even when the run was degraded (answered extractively because Ollama was "
                            "down, or selected with bm25 because the embedding model was missing).",
+    )
+    notify: NotifyConfig | None = Field(
+        None, description="Announce a run whose answers changed: {webhook: URL} (one JSON POST) and/or "
+                          "{command: [program, args]} (the JSON on stdin); see docs/job-reference.md.",
     )
     redis: str | None = Field(
         None, pattern=r"^(redis|rediss|unix)://",

@@ -212,7 +212,7 @@ _MISSING_HINTS = {
 }
 _TOO_SHORT_HINTS = {
     "questions": "add at least one question, e.g. '- What changed in 2.0?'",
-    "output.formats": "list at least one of jsonl, markdown, csv",
+    "output.formats": "list at least one of jsonl, markdown, html, csv",
 }
 _TYPE_FAMILY = ("_type", "_parsing", "int_from_float", "greater_than", "less_than", "finite_number")
 

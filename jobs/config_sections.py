@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
-from pydantic import ConfigDict, Field, StrictBool, field_validator
+from pydantic import AfterValidator, ConfigDict, Field, Strict, StrictBool, ValidationInfo, field_validator
 
 from jobs.config_messages import fail, got
 from jobs.config_render import RenderSetting
@@ -30,6 +30,7 @@ from jobs.config_types import (
     parse_duration,
 )
 from jobs.select import METHODS
+from jobs.typed import check_type_text
 from pipelines import defaults
 
 _HOSTNAME_RE = re.compile(r"(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?")
@@ -117,6 +118,16 @@ class CrawlConfig(StrictModel):
         return result
 
 
+def _check_answer_type(value: str) -> str:
+    try:
+        return check_type_text(value)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+AnswerTypeText = Annotated[str, Strict(), AfterValidator(_check_answer_type)]
+
+
 class Question(StrictModel):
     """One question. In YAML a question is a string or a mapping; ``id`` is filled in on load."""
 
@@ -134,6 +145,13 @@ class Question(StrictModel):
     urls: list[HttpUrl] | None = Field(
         None, description="Only search pages from these URLs (null = all pages)."
     )
+    kind: Literal["question", "summary"] = Field(
+        "question", description="'summary': a summary of the whole of its pages (its urls, or the job's), every "
+                                "claim cited; 'question': answered from the chunks that match it best."
+    )
+    type: AnswerTypeText = Field(
+        "text", description="The answer's value: yes_no, number, date (YYYY-MM-DD), list, enum(a, b, ...) or text."
+    )
     expect: list[NonEmptyStr] = Field(
         default_factory=list, description="Phrases a correct answer contains (evaluation)."
     )
@@ -142,6 +160,13 @@ class Question(StrictModel):
         default_factory=list,
         description="Other pages that answer it too (evaluation): their chunks with an expect phrase count.",
     )
+
+    @field_validator("type")
+    @classmethod
+    def _summary_is_text(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("kind") == "summary" and value != "text":
+            fail(f"a summary question's answer is text, not {value}; remove 'type:' or make it a question")
+        return value
 
     @field_validator("urls")
     @classmethod
@@ -242,8 +267,9 @@ class OutputConfig(StrictModel):
         description="Output folder; {name} = job name; relative to the job file's folder and inside it "
         "(absolute, ~ and ../ paths are refused: use --out DIR on the command line).",
     )
-    formats: list[Literal["jsonl", "markdown", "csv"]] = Field(
-        default_factory=lambda: ["jsonl", "markdown"], min_length=1, description="Files to write."
+    formats: list[Literal["jsonl", "markdown", "html", "csv"]] = Field(
+        default_factory=lambda: ["jsonl", "markdown", "html"], min_length=1,
+        description="Files to write: answers.jsonl, report.md, report.html (quotes linked into their pages), answers.csv."
     )
 
     @field_validator("dir", mode="before", json_schema_input_type=str)

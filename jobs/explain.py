@@ -122,6 +122,9 @@ def _answer_lines(a: dict) -> list[str]:
     out = ["1. Answer", textwrap.indent(str(a["answer"]), "   ")]
     out.append(f"   confidence {a['confidence']}; grounded {'yes' if a['grounded'] else 'NO'}; "
                f"valid JSON {'-' if a['valid_json'] is None else 'yes' if a['valid_json'] else 'NO'}")
+    if a.get("value_type") not in (None, "text"):  # a typed question: its checked value, or why it was voided
+        out.append(f"   type {a['value_type']}; answered {'-' if a.get('answered') is None else 'yes' if a['answered'] else 'no'}; "
+                   f"value {a.get('value') or '-'}" + (f" (not trusted: {a['value_problem']})" if a.get("value_problem") else ""))
     out.append("")
     out.append("2. Citation checks (source sent? quote found in it?)")
     citations = json.loads(a["citations"] or "[]")

@@ -21,6 +21,7 @@ from jobs.changes import (CHANGE_KINDS, CHANGED, EVIDENCE_MOVED, LABELS, NEW, NO
                           REPORTABLE_REWORDED, REWORDED, UNCHANGED, Evidence, classify, evidence_of)
 from jobs.errors import ConfigError, StoreError
 from jobs.runstore import IN_PROGRESS, RunStore
+from jobs.typed import value_key, value_text
 
 # A question of the earlier run that the later run did not ask (removed from the job, or the run
 # was interrupted before it). Not one of jobs.changes' kinds: nothing can be said about its answer.
@@ -53,7 +54,18 @@ def evidence_from_row(row: dict[str, Any], *, stored: bool = True) -> Evidence:
         evidence = Evidence.from_json(row["evidence"])
         if evidence is not None:
             return evidence
-    return evidence_of(row.get("answer"), row.get("not_enough_info"), citations_of(row), row.get("error"))
+    return evidence_of(row.get("answer"), row.get("not_enough_info"), citations_of(row), row.get("error"),
+                       typed_key(row))
+
+
+def typed_key(row: dict[str, Any]) -> str | None:
+    """A typed answer's value as compared between runs (None: a text question, no trusted value, an older row)."""
+    if row.get("value") is None or row.get("value_type") in (None, "text"):
+        return None
+    try:
+        return value_key(json.loads(row["value"]))
+    except (TypeError, ValueError):
+        return None
 
 
 def cited_urls(row: dict[str, Any]) -> set[str]:
@@ -322,7 +334,8 @@ def _quotes(row: dict[str, Any] | None) -> list[str]:
 
 
 def _side(label: str, row: dict[str, Any] | None) -> list[str]:
-    lines = [f"  - {label}: {_answer_text(row)}"]
+    value = _stored_value(row) if row is not None and row.get("value_type") not in (None, "text") else None
+    lines = [f"  - {label}: {_answer_text(row)}" + (f" (value: {value_text(value)})" if value is not None else "")]
     lines += [f"    “{q}”" for q in _quotes(row)]
     return lines
 
@@ -430,8 +443,16 @@ def _answer_json(row: dict[str, Any] | None) -> dict[str, Any] | None:
     return {
         "run_id": row["run_id"], "answer_id": row["answer_id"], "answer": row.get("answer"), "error": row.get("error"),
         "not_enough_information": row.get("not_enough_info"), "grounded": row.get("grounded"),
+        "type": row.get("value_type") or "text", "value": _stored_value(row), "answered": row.get("answered"),
         "citations": [{k: c.get(k) for k in ("source", "quote", "url", "chunk_id", "valid")} for c in citations_of(row)],
     }
+
+
+def _stored_value(row: dict[str, Any]) -> Any:
+    try:
+        return json.loads(row["value"]) if row.get("value") is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def diff_json(diff: RunDiff) -> dict[str, Any]:

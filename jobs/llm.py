@@ -436,10 +436,11 @@ def schema_problem(value: Any, schema: dict[str, Any], where: str = "reply") -> 
     The subset of JSON Schema the answer and rerank schemas use; other keywords are not checked.
     """
     kind = schema.get("type")
-    if isinstance(kind, str) and kind in _JSON_TYPES:
-        ok = isinstance(value, _JSON_TYPES[kind]) and not (kind in ("integer", "number") and isinstance(value, bool))
-        if not ok:
-            return f"{where} is {type(value).__name__}, not {kind}"
+    kinds = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else []  # ["number", "null"] too
+    kinds = [k for k in kinds if k in _JSON_TYPES]
+    if kinds and not any(isinstance(value, _JSON_TYPES[k]) and not (k in ("integer", "number") and isinstance(value, bool))
+                         for k in kinds):
+        return f"{where} is {type(value).__name__}, not {' or '.join(kinds)}"
     if "enum" in schema and value not in schema["enum"]:
         return f"{where} is {reprlib.repr(value)}, not one of {schema['enum']}"
     if isinstance(value, dict):

@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from jobs.answer import Attempt, Outcome, candidate_dict, citation_records, selection_rows
 from pipelines.redact import inert
 from jobs.changes import LABELS
+from jobs.typed import AnswerType, value_text
 from pipelines.formats import page_link
 
 
@@ -45,6 +46,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         result["sources"] = []
     if final is not None and final.data is not None:
         result.update(_answer_fields(final))
+        result.update(_typed_fields(outcome.spec.type, final))
         result["attempts"] = len(outcome.attempts)
     elif final is not None and final.answer_id is not None:
         # A failed attempt shows no answer text, but its id leads to the raw reply in `webqa explain`.
@@ -59,7 +61,7 @@ def _answer_fields(attempt: Attempt) -> dict[str, Any]:
     validation = attempt.validation
     citations = [
         {"source": c["source"], "quote": c["quote"], "valid": c["valid"], "reason": c["reason"], "url": c["url"],
-         "link": c.get("link"), "heading_path": c["heading"], "chunk_id": c["chunk_id"]}
+         "link": c.get("link"), "heading_path": c["heading"], "chunk_id": c["chunk_id"], "matched": c.get("matched")}
         for c in citation_records(attempt)
     ]
     return {
@@ -75,6 +77,26 @@ def _answer_fields(attempt: Attempt) -> dict[str, Any]:
         "retry_reason": attempt.retry_reason,
         "latency_s": attempt.latency_s,
     }
+
+
+def _typed_fields(atype: AnswerType, attempt: Attempt) -> dict[str, Any]:
+    typed = attempt.typed
+    return {"type": str(atype), "answered": typed.answered if typed else None,
+            "value": typed.value if typed else None, "value_problem": typed.problem if typed else None}
+
+
+def _row_typed_fields(row: dict[str, Any]) -> dict[str, Any]:
+    """The typed fields of a stored answer (rows of a webqa before schema 10 have none: text, answered read
+    from the verdict)."""
+    try:
+        value = json.loads(row["value"]) if row.get("value") is not None else None
+    except (TypeError, ValueError):
+        value = None
+    answered = row.get("answered")
+    if answered is None:
+        answered = not row.get("not_enough_info")
+    return {"type": row.get("value_type") or "text", "answered": bool(answered), "value": value,
+            "value_problem": row.get("value_problem")}
 
 
 def write_jsonl_line(stream: TextIO, obj: dict[str, Any]) -> None:
@@ -106,8 +128,9 @@ def answer_row_json(row: dict[str, Any], attempts: int = 1) -> dict[str, Any]:
             "citations": [{"source": c.get("source"), "quote": c.get("quote"), "valid": c.get("valid"),
                            "reason": c.get("reason"), "url": c.get("url"), "link": c.get("link") or c.get("url"),
                            "heading_path": c.get("heading"),
-                           "chunk_id": c.get("chunk_id")} for c in stored],
+                           "chunk_id": c.get("chunk_id"), "matched": c.get("matched")} for c in stored],
             "grounded": bool(row.get("grounded")), "not_enough_information": row.get("not_enough_info"),
+            **_row_typed_fields(row),
             "answerer": row.get("answerer"), "host": row.get("host"), "attempt": row.get("attempt"),
             "retry_reason": row.get("retry_reason"),
             "latency_s": row.get("latency_s"), "attempts": attempts,
@@ -154,6 +177,9 @@ def _answer_section(obj: dict[str, Any]) -> list[str]:
         return [*lines, "_No answer (dry run)._", ""]
     lines.append(str(obj["answer"]).strip())
     lines.append("")
+    if obj.get("type") not in (None, "text") and obj.get("answered"):
+        problem = f" (not trusted: {obj['value_problem']})" if obj.get("value_problem") else ""
+        lines += [f"Value ({obj['type']}): **{value_text(obj.get('value'))}**{problem}", ""]
     # "Not enough information" claims nothing: no confidence or grounding to show (the summary counts it apart).
     verdict = "**Not enough information**" if obj.get("not_enough_information") else (
         f"Confidence: **{obj.get('confidence')}** · grounded: **{'yes' if obj.get('grounded') else 'no'}**")
@@ -176,8 +202,8 @@ def _answer_section(obj: dict[str, Any]) -> list[str]:
     return lines
 
 
-CSV_FIELDS = ("question_id", "question", "answer", "confidence", "grounded", "answerer", "host", "attempt",
-              "answer_id", "citations", "error", "change")
+CSV_FIELDS = ("question_id", "question", "answer", "value", "answered", "type", "confidence", "grounded", "answerer",
+              "host", "attempt", "answer_id", "citations", "error", "change")
 
 
 def write_csv(path: Path, results: Iterable[dict[str, Any]]) -> None:
@@ -186,6 +212,8 @@ def write_csv(path: Path, results: Iterable[dict[str, Any]]) -> None:
         writer.writeheader()
         for obj in results:
             row = dict(obj)
+            if isinstance(row.get("value"), (bool, list)):
+                row["value"] = json.dumps(row["value"], ensure_ascii=False)  # true/false and ["a", "b"], as in JSONL
             row["citations"] = "; ".join(f"[{c['source']}] {c.get('link') or c.get('url') or ''}" for c in obj.get("citations", []))
             writer.writerow({key: csv_cell(value) for key, value in row.items()})
 

@@ -15,6 +15,7 @@ from jobs.errors import ExitCode
 from jobs.history import RunDiff, change_line, render_diff
 from jobs.hosts import HostPool
 from jobs.report import write_csv, write_markdown_report
+from jobs.report_html import write_html_report
 from jobs.verdict import Verdict
 
 
@@ -94,7 +95,7 @@ def write_reports(job: JobConfig, out_dir: Path, run_id: int, result: Verdict, c
                    order: list[str], notices: list[str], crawl: CrawlReport,
                    jsonl_path: Path, diff: RunDiff | None = None, hosts_line: str | None = None) -> list[Path]:
     outputs = []
-    if "markdown" in job.output.formats:
+    if "markdown" in job.output.formats or "html" in job.output.formats:
         status = result.status + (f" ({result.reason})" if result.reason and result.status != "done" else "")
         summary = [f"run {run_id}: {status}", f"questions: {counts['questions']}, answered: {counts['answered']}, "
                    f"grounded: {counts['grounded']}, not enough information: {counts['not_enough_info']}, "
@@ -107,10 +108,16 @@ def write_reports(job: JobConfig, out_dir: Path, run_id: int, result: Verdict, c
         summary += [f"stale: {url} (last fetched {when:%Y-%m-%d %H:%M} UTC; the copy answered from may be out of date)"
                     for url, when in sorted(crawl.stale.items())]
         summary += [f"notice: {n}" for n in notices]
+    if "markdown" in job.output.formats:
         preamble = render_diff(diff) if diff is not None else []
         path = out_dir / "report.md"
         with path.open("w", encoding="utf-8") as out:
             write_markdown_report(out, f"{job.name} — run {run_id}", summary, read_back(jsonl_path, order), preamble)
+        outputs.append(path)
+    if "html" in job.output.formats:
+        path = out_dir / "report.html"
+        with path.open("w", encoding="utf-8") as out:
+            write_html_report(out, f"{job.name} — run {run_id}", summary, read_back(jsonl_path, order), diff)
         outputs.append(path)
     if "csv" in job.output.formats:
         path = out_dir / "answers.csv"

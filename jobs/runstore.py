@@ -266,6 +266,13 @@ class RunStore(Store):
             changes.setdefault(int(run_id), {})[str(kind)] = int(n)
         return changes
 
+    def question_answers(self, job_name: str, question_id: str) -> list[dict[str, Any]]:
+        """The final answer to a question in each done/partial run of the job (dry runs left out), oldest first."""
+        return self.query_dicts(
+            "SELECT a.*, r.started_at FROM answers a JOIN runs r USING (run_id) WHERE r.job_name = ? "
+            "AND a.question_id = ? AND a.final AND r.status IN ('done', 'partial') AND NOT r.dry_run "
+            "ORDER BY a.run_id", [job_name, question_id])
+
     def answer(self, answer_id: int) -> dict[str, Any] | None:
         rows = self.query_dicts("SELECT * FROM answers WHERE answer_id = ?", [answer_id])
         return rows[0] if rows else None
@@ -302,7 +309,7 @@ class RunStore(Store):
 ANSWER_COLUMNS = (
     "run_id", "question_id", "question", "attempt", "final", "answer", "confidence", "citations", "grounded",
     "not_enough_info", "failed_citations", "valid_json", "answerer", "model", "method", "latency_s",
-    "prompt_tokens", "eval_tokens", "error", "retry_reason", "host",
+    "prompt_tokens", "eval_tokens", "error", "retry_reason", "host", "answered", "value", "value_type", "value_problem",
 )
 RERANK_COLUMNS = (
     "status", "error", "model", "candidates", "before", "after", "dropped", "appended", "prompt_tokens",

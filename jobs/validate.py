@@ -425,7 +425,8 @@ def validate_answer(data: Mapping[str, Any], sources: Sequence[Source], question
     reply = coerce_answer(data)
     by_number = {s.number: s for s in sources}
     checks = [_check(citation, by_number) for citation in reply["citations"]]
-    nei = is_not_enough_information(reply["answer"])
+    # The reply's ``answered: false`` decides; the phrase is read when the field is absent (or contradicts it).
+    nei = (isinstance(data, Mapping) and data.get("answered") is False) or is_not_enough_information(reply["answer"])
     if not nei:
         checks = _agreement(reply["answer"], question, checks, by_number)
     failed = [c for c in checks if not c.valid]

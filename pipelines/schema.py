@@ -6,7 +6,7 @@ keeps working instead of failing on a missing column.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -204,7 +204,11 @@ CREATE TABLE IF NOT EXISTS answers (
     created_at TIMESTAMP NOT NULL,
     evidence JSON,                         -- final answers of runs: jobs.changes.Evidence (answered, cited chunk+quote)
     change VARCHAR,                        -- final answers of runs: new | changed | unchanged | no_longer_answered
-    host VARCHAR                           -- the Ollama server that answered (one of ollama.hosts), for answerer llm
+    host VARCHAR,                          -- the Ollama server that answered (one of ollama.hosts), for answerer llm
+    answered BOOLEAN,                      -- the reply's answered field (false: not enough information); NULL before schema 10
+    value JSON,                            -- the answer's value of its question's type (jobs/typed.py), when trusted
+    value_type VARCHAR,                    -- the question's type: text | yes_no | number | date | list | enum(a, b)
+    value_problem VARCHAR                  -- why the reply's value was not trusted (wrong type, not in the quotes)
 );
 CREATE INDEX IF NOT EXISTS answers_run ON answers (run_id);
 
@@ -348,5 +352,12 @@ MIGRATIONS: dict[int, list[str]] = {
         "DROP TABLE IF EXISTS bm25_postings",
         "DROP TABLE IF EXISTS selection_docs",
         "DELETE FROM meta WHERE key = 'selection_index'",
+    ],
+    # 10: typed answers (jobs/typed.py): the value of the question's type, and answered as a field.
+    10: [
+        "ALTER TABLE answers ADD COLUMN IF NOT EXISTS answered BOOLEAN",
+        "ALTER TABLE answers ADD COLUMN IF NOT EXISTS value JSON",
+        "ALTER TABLE answers ADD COLUMN IF NOT EXISTS value_type VARCHAR",
+        "ALTER TABLE answers ADD COLUMN IF NOT EXISTS value_problem VARCHAR",
     ],
 }

@@ -10,7 +10,7 @@ from jobs.cli.options import add_global_options
 from jobs.errors import ExitCode
 
 # The command modules of this package, in the order `webqa --help` lists them.
-COMMANDS = ("crawl", "worker", "run", "runs", "reindex", "diff", "ask", "explain", "schema", "eval")
+COMMANDS = ("crawl", "worker", "run", "runs", "reindex", "diff", "history", "ask", "explain", "schema", "eval")
 
 
 class Parser(argparse.ArgumentParser):

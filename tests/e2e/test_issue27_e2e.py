@@ -4,7 +4,7 @@ should, answers from the PDF with a #page=N citation and from the JavaScript pag
 fetch of a private address (the private host's log stays empty).
 
 docs.example is the "public" site behind tests/support/proxy.py, with the SSRF guard on as in production;
-127.0.0.1 is the private host. The model is tests/fake_ollama.py, quoting the sentence of its sources that
+127.0.0.1 is the private host. The model is tests/support/fake_ollama.py, quoting the sentence of its sources that
 holds the answer.
 """
 

@@ -115,6 +115,7 @@ DB_COMMANDS = {
     "eval": ["eval", "job.yaml"],
     "runs": ["runs"],
     "diff": ["diff"],
+    "history": ["history", "q1"],
     "explain": ["explain", "1"],
     "reindex": ["reindex"],
 }
@@ -147,6 +148,7 @@ MISSING_DB_COMMANDS = {
     "eval": ["eval", "job.yaml", "--method", "bm25"],
     "runs": ["runs"],
     "diff": ["diff"],
+    "history": ["history", "port"],
     "explain": ["explain", "1"],
     "reindex": ["reindex"],
 }

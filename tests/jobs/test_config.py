@@ -85,7 +85,7 @@ def test_minimal_job_gets_every_default(tmp_path: Path) -> None:
     assert job.answerer == "llm"
     assert job.fallback_extractive is True
     assert job.output.dir == tmp_path / "out" / "j"
-    assert job.output.formats == ["jsonl", "markdown"]
+    assert job.output.formats == ["jsonl", "markdown", "html"]
     assert job.ollama.host is None
     assert job.ollama.timeout == 120
     assert job.ollama.options == {"temperature": 0, "num_ctx": 8192}
@@ -546,7 +546,7 @@ def test_quoted_number_suggests_removing_quotes() -> None:
         ),
         (
             "output:\n  formats: []\n",
-            "job.yaml:6: output.formats: expected a non-empty list, got an empty list; list at least one of jsonl, markdown, csv",
+            "job.yaml:6: output.formats: expected a non-empty list, got an empty list; list at least one of jsonl, markdown, html, csv",
         ),
         ("output:\n  dir: out/{date}\n", "job.yaml:6: output.dir: unknown placeholder {date} in 'out/{date}'; only {name} is replaced"),
         (
@@ -583,7 +583,7 @@ def test_bad_enum_lists_allowed_values_and_suggests() -> None:
         "job.yaml:5: answerer: expected one of 'llm', 'extractive', got 'LLM'; did you mean 'llm'?"
     )
     assert error_of(BASE + "output:\n  formats: [jsonl, pdf]\n") == (
-        "job.yaml:6: output.formats[1]: expected one of 'jsonl', 'markdown', 'csv', got 'pdf'"
+        "job.yaml:6: output.formats[1]: expected one of 'jsonl', 'markdown', 'html', 'csv', got 'pdf'"
     )
 
 

@@ -1,0 +1,68 @@
+"""Notifications (jobs/notify.py) against a real receiver on loopback: the SSRF rule, bounded retries, the command."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobs.notify import NotifyError, post_webhook, run_command, webhook_target
+from jobs.notify_config import NotifyConfig
+from tests.support.receiver import Receiver
+
+BODY = {"job": "j", "changes": [{"question_id": "port", "before": {"value": 1}, "now": {"value": 2}}]}
+
+
+def test_a_private_webhook_needs_the_crawls_opt_in() -> None:
+    for url in ("http://127.0.0.1:9/hook", "http://10.1.2.3/hook", "http://[::1]:9/", "http://0177.0.0.1/"):
+        with pytest.raises(NotifyError, match=r"SSRF guard.*allow_private_networks"):
+            webhook_target(url, allow_private=False)
+    target, host = webhook_target("http://127.0.0.1:9/hook?x=1", allow_private=True)
+    assert (target, host) == ("http://127.0.0.1:9/hook?x=1", "127.0.0.1")
+
+
+def test_the_post_goes_to_the_checked_address_with_its_host_name() -> None:
+    with Receiver() as receiver:
+        port = receiver.url.split(":")[2].split("/")[0]
+        assert post_webhook(f"http://localhost:{port}/hook", BODY, timeout=5, attempts=1, allow_private=True) == 1
+    assert receiver.posts == [BODY] and receiver.headers[0]["Host"] == f"localhost:{port}"
+
+
+def test_a_busy_receiver_is_retried_a_bounded_number_of_times() -> None:
+    with Receiver(statuses=[503]) as receiver:
+        assert post_webhook(receiver.url, BODY, timeout=5, attempts=3, allow_private=True, backoff_s=0.01) == 2
+    assert receiver.posts == [BODY, BODY]
+    with Receiver(statuses=[503, 503, 503, 503]) as receiver:
+        with pytest.raises(NotifyError, match=r"answered HTTP 503 \(3 POSTs\)"):
+            post_webhook(receiver.url, BODY, timeout=5, attempts=3, allow_private=True, backoff_s=0.01)
+    with Receiver(statuses=[404]) as receiver:  # a refusal is not retried
+        with pytest.raises(NotifyError, match=r"answered HTTP 404 \(1 POST\)"):
+            post_webhook(receiver.url, BODY, timeout=5, attempts=3, allow_private=True, backoff_s=0.01)
+
+
+def test_a_receiver_that_is_down_is_a_notify_error() -> None:
+    receiver = Receiver()
+    url = receiver.url
+    receiver.stop()  # bound, never served: the port refuses connections
+    with pytest.raises(NotifyError, match=r"failed after 2 POSTs: ConnectError"):
+        post_webhook(url, BODY, timeout=5, attempts=2, allow_private=True, backoff_s=0.01)
+
+
+def test_the_command_gets_the_json_on_stdin_and_its_failure_is_named(tmp_path: Path) -> None:
+    out = tmp_path / "got.json"
+    run_command([sys.executable, "-c", f"import sys; open({str(out)!r}, 'w').write(sys.stdin.read())"], BODY,
+                timeout=30)
+    assert json.loads(out.read_text()) == BODY
+    with pytest.raises(NotifyError, match=r"exited with 3: nope"):
+        run_command([sys.executable, "-c", "import sys; sys.stderr.write('nope'); sys.exit(3)"], BODY, timeout=30)
+    with pytest.raises(NotifyError, match="could not be started"):
+        run_command([str(tmp_path / "missing")], BODY, timeout=30)
+
+
+def test_the_config_wants_a_channel_and_an_http_url() -> None:
+    assert NotifyConfig(command="notify-send 'webqa changed'").command == ["notify-send", "webqa changed"]
+    for bad in ({}, {"webhook": "ftp://x/"}, {"command": []}, {"webhook": "https://x/", "attempts": 0}):
+        with pytest.raises(ValueError):
+            NotifyConfig(**bad)

@@ -1,0 +1,42 @@
+"""report.html's pure parts: the text directive's encoding, which links are made, and escaping."""
+
+from __future__ import annotations
+
+import io
+from urllib.parse import unquote
+
+from jobs.report_html import fragment_link, text_fragment, write_html_report
+
+
+def test_the_spec_syntax_characters_are_percent_encoded() -> None:
+    directive = text_fragment("Ports 80-443, TLS & HTTP/2")
+    assert directive == ":~:text=Ports%2080%2D443%2C%20TLS%20%26%20HTTP%2F2"
+    assert unquote(directive.removeprefix(":~:text=")) == "Ports 80-443, TLS & HTTP/2"
+
+
+def test_a_long_quote_is_a_range_of_its_first_and_last_words_and_ellipses_join_fragments() -> None:
+    words = " ".join(f"w{i}" for i in range(1, 16))
+    assert text_fragment(words) == ":~:text=w1%20w2%20w3%20w4,w12%20w13%20w14%20w15"
+    assert text_fragment("one two three … four five six") == ":~:text=one%20two%20three%20four%20five%20six"
+    assert text_fragment("   ") is None
+
+
+def test_links_only_to_http_pages_and_only_verified_quotes_get_a_fragment() -> None:
+    cite = {"url": "https://x.test/a", "valid": True, "matched": "listens on port 8731"}
+    assert fragment_link(cite) == "https://x.test/a#:~:text=listens%20on%20port%208731"
+    assert fragment_link({**cite, "valid": False}) == "https://x.test/a"
+    assert fragment_link({**cite, "link": "https://x.test/a.pdf#page=3"}) == "https://x.test/a.pdf#page=3"
+    assert fragment_link({**cite, "url": "javascript:alert(1)"}) is None
+
+
+def test_everything_from_pages_is_escaped() -> None:
+    out = io.StringIO()
+    hostile = '<script>alert("x")</script>'
+    write_html_report(out, f"job {hostile}", [f"notice: {hostile}"], [{
+        "question_id": "q1", "question": hostile, "answer": f"It says {hostile} \x1b[31m", "grounded": True,
+        "confidence": "high", "type": "text", "answered": True, "value": None,
+        "citations": [{"source": 1, "quote": hostile, "valid": True, "url": "javascript:alert(1)",
+                       "heading_path": hostile, "matched": hostile}]}])
+    page = out.getvalue()
+    assert "<script>" not in page and "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+    assert "href=\"javascript" not in page and "\\x1b[31m" in page and "\x1b" not in page
