@@ -25,6 +25,8 @@ from tests.support.site_server import SiteServer
 from tests.support.receiver import Receiver
 from tests.support.run import prompt_question, prompt_sources, read_jsonl, rows, webqa
 
+pytestmark = pytest.mark.e2e
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">

@@ -50,6 +50,7 @@ def test_a_receiver_that_is_down_is_a_notify_error() -> None:
         post_webhook(url, BODY, timeout=5, attempts=2, allow_private=True, backoff_s=0.01)
 
 
+@pytest.mark.e2e
 def test_the_command_gets_the_json_on_stdin_and_its_failure_is_named(tmp_path: Path) -> None:
     out = tmp_path / "got.json"
     run_command([sys.executable, "-c", f"import sys; open({str(out)!r}, 'w').write(sys.stdin.read())"], BODY,

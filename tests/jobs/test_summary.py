@@ -15,6 +15,8 @@ from tests.support.fake_ollama import FakeOllama, user_prompt
 from tests.support.site_server import SiteServer
 from tests.support.run import prompt_sources, read_jsonl, webqa
 
+pytestmark = pytest.mark.e2e
+
 TOPICS = ["Installation", "Configuration", "Upgrades", "Backups", "Monitoring", "Security"]
 PAGE = "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Lumen operations guide</title></head>" \
        "<body><main><article><h1>Lumen operations guide</h1>" + "".join(
