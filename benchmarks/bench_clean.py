@@ -30,7 +30,7 @@ from typing import Any
 import bench_recall
 import common
 
-# (name, metadata, fallback comparison); the product's own setting is whatever pipelines.clean says.
+# (name, metadata, fallback comparison); the product's own setting is whatever pipelines.trafilatura_adapter says.
 VARIANTS = {
     "metadata+fallback": (True, True),
     "metadata-only": (True, False),
@@ -42,7 +42,7 @@ VARIANTS = {
 def run(devsets: list[str], variants: list[str]) -> dict[str, Any]:
     os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     from jobs.evaluate import contains_any
-    from pipelines import clean
+    from pipelines import trafilatura_adapter as clean
     from pipelines.chunk import split_by_headings
 
     product = (clean.TRAFILATURA_METADATA, clean.TRAFILATURA_FALLBACK)
@@ -110,7 +110,7 @@ def main() -> None:
     common.stop_cleanly_on_sigterm()
     devsets = [d.strip() for d in args.devset.split(",") if d.strip()]
     if args.variants == "product":
-        from pipelines import clean
+        from pipelines import trafilatura_adapter as clean
 
         setting = (clean.TRAFILATURA_METADATA, clean.TRAFILATURA_FALLBACK)
         variants = [v for v, s in VARIANTS.items() if s == setting]

@@ -3,7 +3,7 @@
 1. A few hundred real pages (the Python manual's ``library/*.html`` and ``tutorial/*.html``) spread
    round-robin over H loopback hosts, crawled with ``webqa crawl -i urls.txt --delay 0 --db fresh.duckdb``
    (delay 0 still means one request at a time per host, so H hosts = H concurrent downloads).
-   Compared with bare ``pipelines.extract.process_page(html, url)`` over the same files in a loop, in one
+   Compared with bare ``pipelines.page_processing.process_page(html, url)`` over the same files in a loop, in one
    process pinned to one core: throughput ratio (goal ≥ 1.8 on 2 cores).
 3. The same crawl again on the same database, nothing changed on the server: bodies downloaded
    (200s in the server's log) vs 304s, chunks rewritten, wall time vs the first crawl (goals 0, 0, ≤ 10%).
@@ -41,7 +41,7 @@ def baseline_worker(list_file: Path) -> None:
     os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     entries = json.loads(list_file.read_text())
     pages = [((common.CORPUS / rel).read_bytes(), url) for rel, url in entries]
-    from pipelines.extract import process_page  # imported before the clock starts, as in a pool worker
+    from pipelines.page_processing import process_page  # imported before the clock starts, as in a pool worker
 
     times: list[float] = []
     results = []
@@ -127,8 +127,9 @@ def extract_parts(limit: int) -> None:
 
     import trafilatura
 
-    from pipelines import clean
-    from pipelines.extract import process_page
+    from pipelines import html_prepare, text
+    from pipelines import trafilatura_adapter as clean
+    from pipelines.page_processing import process_page
 
     pages = [((common.CORPUS / rel).read_text("utf-8", "replace"), f"http://127.0.0.1/{rel}")
              for rel in common.corpus_pages()[:limit]]
@@ -137,8 +138,8 @@ def extract_parts(limit: int) -> None:
 
     def main_attempt(fast: bool, metadata: bool) -> Any:
         def run(html: str, url: str) -> None:
-            tree = clean._parse(clean._sanitise(html))
-            clean._prepare(tree)
+            tree = html_prepare.parse_html(text.sanitise(html))
+            html_prepare.prepare(tree)
             if metadata:
                 trafilatura.extract_with_metadata(copy(tree), url=url, fast=fast, **common_options,
                                                   date_extraction_params=dict(clean._DATE_PARAMS))

@@ -472,23 +472,27 @@ def cleaning_modes(html: str, url: str, phrases: Sequence[str]) -> dict[str, Any
     from lxml import etree
 
     from jobs.evaluate import contains_any
-    from pipelines import clean as cleaning
+    from pipelines.blocks import blocks_to_text, xml_blocks
+    from pipelines.body_fallback import body_xml
     from pipelines.chunk import split_by_headings
+    from pipelines.html_prepare import parse_html, prepare
+    from pipelines.text import sanitise
+    from pipelines.trafilatura_adapter import extract_xml
 
-    tree = cleaning._parse(cleaning._sanitise(html))
+    tree = parse_html(sanitise(html))
     if tree is None:
         return {"error": "unparsable"}
-    cleaning._prepare(tree)
+    prepare(tree)
     out: dict[str, Any] = {}
     for mode in ("main", "recall", "body"):
         if mode == "body":
-            root = cleaning._body_xml(copy(tree), url, None)
+            root = body_xml(copy(tree), url, None)
         else:
-            root, _title = cleaning._trafilatura(copy(tree), url, recall=mode == "recall")
+            root, _title = extract_xml(copy(tree), url, recall=mode == "recall")
         if root is None:
             out[mode] = {"text_chars": 0, "in_text": False, "in_chunk": False}
             continue
-        text = cleaning.blocks_to_text(cleaning.xml_blocks(root))
+        text = blocks_to_text(xml_blocks(root))
         chunks = split_by_headings(etree.tostring(root, encoding="unicode"), url)
         out[mode] = {
             "text_chars": len(text),

@@ -29,7 +29,7 @@ _COMMENT = re.compile(r"\s#")
 # "sitemap: URL" (or "sitemap:URL", any case, as robots.txt writes it): the URL is a sitemap whose pages are crawled.
 _SITEMAP = re.compile(r"^\s*sitemap\s*:\s*(?=\S)", re.IGNORECASE)
 
-# 16 MiB ≈ 200 000 URLs, far beyond any max_pages; the same limit as a job's urls_file.
+# Far more URLs than any max_pages; the same limit as a job's urls_file.
 MAX_URL_FILE_BYTES = 16 * 1024 * 1024
 # How much of a file's line an error message may quote: enough to find the line, too little to leak it.
 EXCERPT_CHARS = 40
@@ -225,7 +225,7 @@ def read_url_file(path: str | Path) -> list[tuple[str, str]]:
     return entries
 
 
-def load_url_file(path: str | Path, *, mentioned_in: str | None = None) -> list[tuple[str, str]]:
+def require_url_file(path: str | Path, *, mentioned_in: str | None = None) -> list[tuple[str, str]]:
     """``read_url_file`` for a crawl or a job: its entries, or one ``ConfigError`` line.
 
     A bad line is not an error here: ``collect_urls`` reports it as ``file:line: …`` and the crawl skips

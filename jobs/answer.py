@@ -51,7 +51,7 @@ class AskSettings:
     model: str | None = None
     # Below this best cosine similarity (embedding/hybrid) the sources cannot answer: say so without the LLM.
     min_similarity: float | None = None
-    # Several sent chunks of one page go into one source, in page order (off: BENCHMARKS.md, "Filling the budget").
+    # Several sent chunks of one page go into one source, in page order (off: BENCHMARKS.md, "Levers tried").
     merge_pages: bool = False
     # Opt-in listwise rerank of the top candidates by the answering model (jobs/rerank.py); None: off.
     rerank: RerankSettings | None = None
@@ -84,7 +84,7 @@ class Attempt:
     retry_reason: str | None = None
     answer_id: int | None = None
     error: str | None = None
-    evidence: Evidence | None = None
+    evidence: PromptSources | None = None
     host: str | None = None  # the Ollama server that answered
 
 
@@ -366,7 +366,7 @@ def _overlap_length(before: str, after: str, shortest: int = 20) -> int:
 
 
 @dataclass(frozen=True)
-class Evidence:
+class PromptSources:
     """What one attempt sends: the packing, the prompt units and their numbered sources (prompt order)."""
 
     packed: Packed
@@ -379,7 +379,7 @@ class Evidence:
         return {c.chunk_id: (lead_number[u.lead.chunk_id], u.lead) for u in self.units for c in u.chunks}
 
 
-def packed_sources(candidates: Sequence[Candidate], *, top_k: int, token_budget: int, merge: bool = True) -> Evidence:
+def packed_sources(candidates: Sequence[Candidate], *, top_k: int, token_budget: int, merge: bool = True) -> PromptSources:
     """What one attempt sends: the packed candidates, merged per page, numbered in prompt order.
 
     `webqa eval` calls this too, so its answer-in-prompt figure measures exactly what the answerer sends.
@@ -387,7 +387,7 @@ def packed_sources(candidates: Sequence[Candidate], *, top_k: int, token_budget:
     packed = pack(candidates, top_k=top_k, token_budget=token_budget)
     units = prompt_order(page_units(packed.sent, merge=merge))
     sources = [Source(i, u.lead.chunk_id, u.lead.url, u.heading, u.text) for i, u in enumerate(units, start=1)]
-    return Evidence(packed, units, sources)
+    return PromptSources(packed, units, sources)
 
 
 def prompt_costed(candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -440,7 +440,7 @@ def quoted_piece(unit: Unit | None, quote: str) -> Candidate | None:
 
 
 def selection_rows(selection: Selection, packed: Packed, sources: Sequence[Source],
-                   evidence: Evidence | None = None) -> list[dict[str, Any]]:
+                   evidence: PromptSources | None = None) -> list[dict[str, Any]]:
     """Every ranked candidate with whether it was sent, as which SOURCE, and why (not).
 
     A chunk merged into another chunk's source (same page) says so, and names that chunk's rank.

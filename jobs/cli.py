@@ -608,7 +608,7 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_crawl(args: argparse.Namespace, console: Console) -> int:
     from crawler.run import CrawlOptions, run_crawl
-    from jobs.errors import StorageFailed
+    from jobs.errors import WriteFailedError
 
     if not args.urls and not args.input:
         raise ConfigError("nothing to crawl: give URLs or -i FILE")
@@ -626,7 +626,7 @@ def cmd_crawl(args: argparse.Namespace, console: Console) -> int:
         if exc.summary is not None:
             console.important(exc.summary.line())  # type: ignore[attr-defined]
         raise
-    except (NothingToDoError, StorageFailed) as exc:
+    except (NothingToDoError, WriteFailedError) as exc:
         for problem in getattr(exc.summary, "problems", []):
             console.info(f"Skipped {problem}")
         if exc.summary is not None:

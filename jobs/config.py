@@ -12,7 +12,7 @@ The work is split by concern, each module with one reason to change:
 * ``jobs/config_messages.py``: the one-line messages, pydantic's errors translated back to their line.
 
 Public API: :func:`load_job` (the CLI's entry point), :func:`parse_job`, :func:`job_json_schema`,
-:func:`parse_duration`, :func:`read_urls_file` and the models, :class:`JobConfig` first.
+:func:`parse_duration` and the models, :class:`JobConfig` first.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from pydantic import (
     model_validator,
 )
 
-from crawler.urllist import MAX_URL_FILE_BYTES, collect_urls, load_url_file, sitemap_entry
+from crawler.urllist import MAX_URL_FILE_BYTES, collect_urls, require_url_file, sitemap_entry
 from jobs import llm_defaults as llm
 from jobs.config_files import MAX_JOB_BYTES, TOO_LARGE, decode_job, read_job_bytes
 from jobs.config_messages import DURATION_EXAMPLES, JobFileError, did_you_mean, fail, got, job_error, validation_error
@@ -68,11 +68,10 @@ __all__ = [
     "load_job",
     "parse_duration",
     "parse_job",
-    "read_urls_file",
 ]
 
 # Limits (MAX_JOB_BYTES, MAX_ALIAS_NODES) are the file reader's and the YAML reader's, re-exported above.
-MAX_URLS_FILE_BYTES = MAX_URL_FILE_BYTES  # 16 MiB ≈ 200 000 URLs; the same limit as `webqa crawl -i`
+MAX_URLS_FILE_BYTES = MAX_URL_FILE_BYTES  # the same limit as `webqa crawl -i`
 
 # Ollama's defaults are jobs/llm_defaults.py's; the names stay here for callers of this module.
 DEFAULT_OLLAMA_HOST = llm.DEFAULT_HOST
@@ -805,7 +804,7 @@ class JobConfig(_Model):
         entries = self.url_entries()
         if self.urls_file is not None:
             # The same reader as `webqa crawl -i` (crawler/urllist.py), so the file means the same to both.
-            entries += load_url_file(self.urls_file, mentioned_in=self._urls_file_origin())
+            entries += require_url_file(self.urls_file, mentioned_in=self._urls_file_origin())
         listed, _problems = collect_urls(entries)
         return [entry.url for entry in listed]
 
@@ -821,16 +820,6 @@ def _resolve(path: Path, info: ValidationInfo) -> Path:
         return path
     base = (info.context or {}).get("base_dir") or Path.cwd()
     return base / path
-
-
-def read_urls_file(path: str | Path, *, mentioned_in: str | None = None) -> list[str]:
-    """The valid URLs of a URL file, normalised and without repeats; bad lines are skipped.
-
-    Raises ConfigError (one line) for a file that cannot be read or holds no valid URL;
-    ``mentioned_in`` names the setting that pointed there.
-    """
-    listed, _problems = collect_urls(load_url_file(path, mentioned_in=mentioned_in))
-    return [entry.url for entry in listed]
 
 
 # ---------------------------------------------------------------------------------------------

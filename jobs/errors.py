@@ -5,11 +5,11 @@ must not import from jobs/ (docs/architecture.md).
 """
 
 from pipelines.errors import (ConfigError, DatabaseLockedError, ExitCode, Interrupted, LLMError, LLMUnavailableError,
-                              ModelNotFoundError, NothingToDoError, StorageError, StorageFailed, StoreError, WebqaError,
+                              ModelNotFoundError, NothingToDoError, WriteFailedError, StoreError, WebqaError,
                               WorkSummary)
 
 __all__ = [
     "ConfigError", "DatabaseLockedError", "ExitCode", "Interrupted", "LLMError", "LLMUnavailableError",
-    "ModelNotFoundError", "NothingToDoError", "StorageError", "StorageFailed", "StoreError", "WebqaError",
+    "ModelNotFoundError", "NothingToDoError", "WriteFailedError", "StoreError", "WebqaError",
     "WorkSummary",
 ]

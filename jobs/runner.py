@@ -32,7 +32,7 @@ from jobs.answer import AskSettings, Outcome, QuestionAnswerer, QuestionSpec
 from jobs.changes import Evidence, classify
 from jobs.config import JobConfig
 from jobs.errors import (DatabaseLockedError, ExitCode, Interrupted, LLMUnavailableError, ModelNotFoundError,
-                         NothingToDoError, StorageError, StoreError, WebqaError)
+                         NothingToDoError, WriteFailedError, StoreError, WebqaError)
 from jobs.history import RunDiff, change_line, compare_runs, evidence_from_row, process_alive, render_diff
 from jobs.hosts import HostPool, HostSpec, connect_hosts
 from jobs.llm import OllamaAccess, OllamaSettings, connect
@@ -324,7 +324,7 @@ def _resumable_run(job: JobConfig, options: RunOptions, notify: Notify) -> dict[
 
 def _is_storage_failure(exc: BaseException) -> bool:
     """Disk full, read-only file system, I/O error: the environment, not the job."""
-    if isinstance(exc, StorageError):
+    if isinstance(exc, WriteFailedError):
         return True
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG):
         return True
@@ -336,11 +336,11 @@ def _is_storage_failure(exc: BaseException) -> bool:
 _OS_WRITE_ERRORS = tuple(os.strerror(code) for code in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG))
 
 
-def storage_error(exc: BaseException, what: str) -> StorageError:
-    if isinstance(exc, StorageError):
+def storage_error(exc: BaseException, what: str) -> WriteFailedError:
+    if isinstance(exc, WriteFailedError):
         return exc
     detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0][:300]
-    return StorageError(f"{what}: {detail}; what was stored before stays (free space, then `webqa run --resume`)")
+    return WriteFailedError(f"{what}: {detail}; what was stored before stays (free space, then `webqa run --resume`)")
 
 
 class _Run:
@@ -393,7 +393,7 @@ class _Run:
         summary: Any = None
         try:
             summary = run_crawl(crawl_options(self.job, self.options, fresh_since), self.options.db)
-        except (Interrupted, StorageError) as exc:
+        except (Interrupted, WriteFailedError) as exc:
             summary = getattr(exc, "summary", None)
             if summary is not None:
                 self.notify.important(summary.line())

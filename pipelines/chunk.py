@@ -40,7 +40,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from pipelines import defaults
-from pipelines.clean import Block, xml_blocks
+from pipelines.blocks import Block, xml_blocks
 
 HEADING_SEPARATOR = " › "
 SECTION_MAX_LEVEL = 3

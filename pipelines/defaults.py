@@ -33,7 +33,7 @@ CHUNK_OVERLAP = 40
 EXTRACT_TIMEOUT = 10.0
 
 # A PDF with more pages than this is not read (recorded as failed), and one PDF may spend this many seconds of
-# CPU time in the parser and the chunker: pdfminer.six takes 25-70 ms a page (BENCHMARKS.md, "PDF documents").
+# CPU time in the parser and the chunker, what pdfminer.six needs for that many pages (BENCHMARKS.md, "PDF documents").
 PDF_MAX_PAGES = 500
 PDF_EXTRACT_TIMEOUT = 120.0
 

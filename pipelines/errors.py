@@ -56,7 +56,8 @@ class DatabaseLockedError(WebqaError):
 
 
 class StoreError(WebqaError):
-    """The database cannot be opened or is not a webqa database."""
+    """What is stored cannot be used: the database (its folder, its lock file, the output folder) cannot be
+    opened, is not a webqa database, or does not hold what was asked for. A failed write is ``WriteFailedError``."""
 
 
 class LLMError(WebqaError):
@@ -79,17 +80,11 @@ class NothingToDoError(WebqaError):
         self.summary = summary  # what was done before giving up, for the CLI's summary line
 
 
-class StorageError(StoreError):
-    """Writing to the database or the output folder failed (disk full, read-only, I/O error).
+class WriteFailedError(StoreError):
+    """Writing to the database or the output folder failed (disk full, read-only, I/O error, a file size limit).
 
-    What was committed before stays; a run stopped by it can be continued with ``--resume``.
-    """
-
-
-class StorageFailed(StorageError):
-    """A write to the database failed mid-crawl (a full disk, a file size limit); the crawl stopped.
-
-    The pages stored before the failure stay; ``summary`` counts only what the store committed.
+    What was committed before stays; a run stopped by it can be continued with ``--resume``. A crawl stopped
+    by it carries its ``summary``, which counts only what the store committed.
     """
 
     def __init__(self, message: str, summary: WorkSummary | None = None) -> None:

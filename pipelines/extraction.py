@@ -24,7 +24,7 @@ from typing import Any
 from scrapy.crawler import Crawler
 
 from pipelines import defaults
-from pipelines.extract import PageResult, process_page
+from pipelines.page_processing import PageResult, process_page
 from pipelines.items import ExtractedPage, FetchedPage, FetchOutcome, internal_failure
 from pipelines.robots_meta import noindex_reason
 
@@ -135,8 +135,8 @@ class ExtractionPipeline:
         context = multiprocessing.get_context("forkserver")
         quiet_resource_tracker()
         # Each worker then forks from a forkserver that imported the extraction code once, instead of
-        # importing trafilatura, lxml and this module itself at its start (pipelines.clean imports trafilatura
-        # only when it first cleans a page, hence its name here).
+        # importing trafilatura, lxml and this module itself at its start (the cleaning modules import
+        # trafilatura only when they first clean a page, hence its name here).
         context.set_forkserver_preload([__name__, "trafilatura"])
         if self._lifeline_reader is None:
             self._lifeline_reader, self._lifeline = context.Pipe(duplex=False)

@@ -2,8 +2,8 @@
 
 The spider asks ``document_kind`` what a response is and hands its bytes over; the extraction pool calls
 ``extract`` for that kind. A new kind (a rendered page, another document format) joins here: a kind name,
-how it is recognised, and its extractor returning the cleaner's ``(CleanResult, blocks)`` (pipelines/extract.py
-calls it in the pool, under the page's CPU deadline).
+how it is recognised, and its extractor returning the cleaner's ``(CleanResult, blocks)``
+(pipelines/page_processing.py calls it in the pool, under the page's CPU deadline).
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the CLI imports page_link; lxml and the cleaner load only where pages are cleaned
-    from pipelines.clean import Block, CleanResult
+    from pipelines.blocks import Block
+    from pipelines.clean import CleanResult
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 PDF_TYPES = ("application/pdf", "application/x-pdf")

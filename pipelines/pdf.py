@@ -1,8 +1,8 @@
 """PDF → text per page and the blocks the chunker reads, with pdfminer.six.
 
 Pure module (no Scrapy, no DuckDB, no network), run in the extraction pool under the same CPU deadline
-mechanism as HTML (pipelines/extract.py). pdfminer.six over pypdf: on four Debian manuals shipped as PDF
-and HTML, pypdf ran the words of justified text together, pdfminer's layout analysis did not
+mechanism as HTML (pipelines/page_processing.py). pdfminer.six over pypdf: on four Debian manuals shipped
+as PDF and HTML, pypdf ran the words of justified text together, pdfminer's layout analysis did not
 (BENCHMARKS.md, "PDF documents").
 
 Sections follow the PDF's outline (bookmarks): each entry becomes a heading (level = its depth) placed
@@ -24,7 +24,9 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pipelines.clean import Block, CleanResult, blocks_to_text, clean_heading
+from pipelines.blocks import Block, blocks_to_text
+from pipelines.clean import CleanResult
+from pipelines.text import clean_heading
 from pipelines.formats import Unreadable
 
 log = logging.getLogger(__name__)

@@ -1,118 +1,33 @@
 """The DuckDB store: one file holds pages, chunks, the fetch log and crawl runs.
 
 ``Store`` is the only code that writes SQL for the crawl side; values are always bound as
-parameters. DuckDB allows one writing process per file, so opening a file another process holds
-fails fast with a ``DatabaseLockedError`` naming the holder instead of a traceback.
+parameters. Opening the file: pipelines/duckdb_connect.py; the records it binds and returns, and
+the helpers that shape them: pipelines/store_records.py.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import re
-import sys
-import zlib
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from pipelines.errors import DatabaseLockedError, StoreError
+from pipelines.errors import StoreError
 from pipelines import defaults, duplicates, schema, search_index, vectors
 from pipelines.chunk import Chunk
+from pipelines.duckdb_connect import connect, set_threads, transaction
 from pipelines.items import dropped_reason
+from pipelines.store_records import (CRAWL_COUNT_COLUMNS, PAGE_COLUMNS, PageBatch, PageRecord, Validators, bind_columns,
+                                     compress_html, decompress_html, group_links, utcnow)
 from pipelines.vectors import embed_key
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DB = defaults.DB
-
-
-def utcnow() -> datetime:
-    # DuckDB TIMESTAMP is naive; we store UTC throughout.
-    return datetime.now(timezone.utc).replace(tzinfo=None)
-
-
-@dataclass(frozen=True)
-class PageRecord:
-    """A fetched, cleaned page ready to be stored."""
-
-    url: str
-    final_url: str
-    status: int
-    fetched_at: datetime
-    content_type: str | None
-    etag: str | None
-    last_modified: str | None
-    content_hash: str
-    title: str | None
-    lang: str | None
-    extractor: str
-    html_bytes: int
-    text_bytes: int
-    text: str
-    html: str
-    depth: int = 0
-    extract_seconds: float = 0.0
-    # Same-host out-links, normalised, in page order (see page_links in pipelines/schema.py).
-    links: tuple[str, ...] = ()
-    # The same-host canonical URL the page names, when not its own (pipelines/duplicates.py).
-    canonical: str | None = None
-
-
-@dataclass(frozen=True)
-class Validators:
-    """What a conditional request needs, and when the page was last known current (for freshness)."""
-
-    etag: str | None
-    last_modified: str | None
-    # When the server last gave us the page or confirmed it with a 304 (``pages.checked_at``).
-    fetched_at: datetime | None
-
-
-
-_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<prog>.+?) \(PID (?P<pid>\d+)\)")
-
-
-def tell_duckdb_pandas_is_absent() -> None:
-    """Record pandas as absent in ``sys.modules`` when it cannot be imported, so DuckDB's look-ups fail at once.
-
-    DuckDB's Python client looks for pandas on most ``execute`` calls; without pandas Python searches
-    sys.path again each time, because a failed import is not remembered (the cost is measured in
-    BENCHMARKS.md, benchmark 5). Called by :func:`connect`, so importing this module changes nothing.
-    """
-    if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
-        sys.modules["pandas"] = None  # type: ignore[assignment]
-
-
-def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open the DuckDB file, translating lock and corruption errors into one-line errors."""
-    tell_duckdb_pandas_is_absent()
-    path = Path(path)
-    if read_only and not path.exists():
-        raise StoreError(f"{path}: no such database; run `webqa crawl` first or pass --db")
-    if path.parent and not path.parent.exists():
-        raise StoreError(f"{path}: folder {path.parent} does not exist")
-    try:
-        conn = duckdb.connect(str(path), read_only=read_only)
-    except duckdb.IOException as exc:
-        match = _LOCK_HOLDER.search(str(exc))
-        if match:
-            raise DatabaseLockedError(
-                f"{path} is in use by another process ({match['prog']}, PID {match['pid']}); "
-                "wait for it to finish or use another --db"
-            ) from None
-        raise StoreError(f"{path}: cannot open the database: {exc}") from None
-    except duckdb.Error as exc:
-        raise StoreError(f"{path}: not a usable DuckDB database: {exc}") from None
-    conn.execute(schema.DISABLED_COMPRESSION)
-    conn.execute(schema.NO_PROGRESS_BAR)
-    return conn
-
 
 
 class Store:
@@ -144,13 +59,8 @@ class Store:
         self.conn.close()
 
     def set_threads(self, threads: int | None) -> None:
-        """Run the database's statements on at most ``threads`` threads (None: DuckDB's default, one per core).
-
-        The crawl writes on one thread while its extraction workers keep every core busy: DuckDB's extra
-        threads then only compete with them, and cost more CPU per write than they save (BENCHMARKS.md).
-        The setting is the whole database instance's, so the crawl gives it back when it ends.
-        """
-        self.conn.execute("RESET threads" if threads is None else f"SET threads = {int(threads)}")
+        """Run the database's statements on at most ``threads`` threads (pipelines/duckdb_connect.py)."""
+        set_threads(self.conn, threads)
 
     def __enter__(self) -> Store:
         return self
@@ -230,28 +140,9 @@ class Store:
         docs = search_index.doc_count(self.conn)
         return docs is None or docs != chunks
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        self.conn.execute("BEGIN TRANSACTION")
-        try:
-            yield
-        except BaseException:
-            self._rollback()
-            raise
-        else:
-            try:
-                self.conn.execute("COMMIT")
-            except duckdb.Error:
-                self._rollback()  # a commit the disk refused must not leave the connection mid-transaction
-                raise
-
-    def _rollback(self) -> None:
-        try:
-            self.conn.execute("ROLLBACK")
-        except duckdb.Error as exc:
-            # After a failed write (a full disk) DuckDB may refuse the rollback too; the error that
-            # caused it says more than this one, so that one is raised.
-            log.debug("Rollback failed: %s", exc)
+    def transaction(self) -> AbstractContextManager[None]:
+        """BEGIN … COMMIT around the block, rolled back when it raises (pipelines/duckdb_connect.py)."""
+        return transaction(self.conn)
 
     # -- crawl runs ----------------------------------------------------------------------------
 
@@ -316,9 +207,9 @@ class Store:
         """``save_page`` for many pages in one transaction, one statement per table; the states in order.
 
         Values are bound as one list per column and unnested in SQL: a statement per page cost a commit
-        and a dozen round trips each (BENCHMARKS.md). URLs must be distinct within a batch. A page that
-        duplicates another (its canonical, or the same chunks: pipelines/duplicates.py) is written without
-        chunks, its ``duplicate_of`` naming the page that holds them (``_settle_duplicates``).
+        and a dozen round trips each (BENCHMARKS.md, "Batched writes"). URLs must be distinct within a batch.
+        A page that duplicates another (its canonical, or the same chunks: pipelines/duplicates.py) is written
+        without chunks, its ``duplicate_of`` naming the page that holds them (``_settle_duplicates``).
         """
         if not pages:
             return []
@@ -327,59 +218,58 @@ class Store:
             raise StoreError("a batch of pages names a URL twice")
         previous = {url: (content_hash, duplicate_of) for url, content_hash, duplicate_of in self.conn.execute(
             "SELECT url, content_hash, duplicate_of FROM pages WHERE list_contains($urls, url)", {"urls": urls}).fetchall()}
-        states = ["unchanged" if previous.get(page.url, (None,))[0] == page.content_hash else
-                  "changed" if page.url in previous else "new" for page, _ in pages]
         incoming = [duplicates.Incoming(page.url, page.text, duplicates.text_hash(chunks), page.canonical)
                     for page, chunks in pages]
         dup_of, demoted = self._duplicates(incoming, urls)
         hashes = {item.url: item.text_hash for item in incoming}
-        same = [page for (page, _), state in zip(pages, states) if state == "unchanged"]
-        written = [(page, chunks) for (page, chunks), state in zip(pages, states) if state != "unchanged"]
-        # An unchanged page whose role changed: it now stands for another page's text (its chunks go), or it
-        # holds its text again (its chunks, at hand, are written).
-        was_dup = {url for url, (_, of) in previous.items() if of is not None}
-        now_dup = [page.url for page in same if page.url in dup_of and page.url not in was_dup]
-        now_holder = [(page, chunks) for (page, chunks), state in zip(pages, states)
-                      if state == "unchanged" and page.url in was_dup and page.url not in dup_of]
+        batch = PageBatch.plan(pages, previous, dup_of)
         with self.transaction():
-            if same:
-                self.conn.execute(REFRESH_UNCHANGED_PAGES, _columns(
-                    same, url=lambda p: p.url, fetched=lambda p: p.fetched_at, status=lambda p: p.status,
+            if batch.same:
+                self.conn.execute(REFRESH_UNCHANGED_PAGES, bind_columns(
+                    batch.same, url=lambda p: p.url, fetched=lambda p: p.fetched_at, status=lambda p: p.status,
                     final_url=lambda p: p.final_url, etag=lambda p: p.etag, last_modified=lambda p: p.last_modified,
                     canonical=lambda p: p.canonical, duplicate_of=lambda p: dup_of.get(p.url, (None,))[0]))
-            if written:
-                replaced = [page.url for page, _ in written if page.url in previous]
-                if replaced:
-                    # Deleted first: DuckDB's INSERT OR REPLACE of an existing row costs several times a
-                    # delete and an insert (BENCHMARKS.md, "The daily re-crawl as a crawl").
-                    self.conn.execute("DELETE FROM page_html WHERE list_contains($urls, url)", {"urls": replaced})
-                    self.conn.execute("DELETE FROM pages WHERE list_contains($urls, url)", {"urls": replaced})
-                records = [page for page, _ in written]
-                self.conn.execute(INSERT_PAGES, {**_columns(
-                    records, **_PAGE_COLUMNS, text_hash=lambda p: hashes[p.url],
-                    duplicate_of=lambda p: dup_of.get(p.url, (None,))[0]), "run": crawl_run_id})
-                self.conn.execute(INSERT_PAGE_HTML, _columns(records, url=lambda p: p.url, html=lambda p: compress_html(p.html)))
-            # Chunks of the pages written, and of those whose role changed; a duplicate has none.
-            with_chunks = [(page, chunks) for page, chunks in [*written, *now_holder] if page.url not in dup_of]
-            touched = [page.url for page, _ in [*written, *now_holder]] + now_dup
-            if touched:
-                self.conn.execute("DELETE FROM chunks WHERE list_contains($urls, url)", {"urls": touched})
-                rows = [(c.chunk_id, page.url, c.ordinal, c.heading, c.text, c.token_estimate, c.content_hash,
-                         embed_key(c.heading, c.text), c.page) for page, chunks in with_chunks for c in chunks]
-                if rows:
-                    self.conn.execute(INSERT_CHUNKS, _columns(
-                        rows, chunk_id=lambda r: r[0], url=lambda r: r[1], ordinal=lambda r: r[2], heading=lambda r: r[3],
-                        text=lambda r: r[4], tokens=lambda r: r[5], hash=lambda r: r[6], key=lambda r: r[7],
-                        page=lambda r: r[8]))
-                self.index_pages(touched, rows)
-            self._settle_duplicates([page for page, _ in pages], {page.url for page, _ in written}, dup_of, hashes,
-                                    demoted)
+            if batch.written:
+                self._write_pages([page for page, _ in batch.written], previous, dup_of, hashes, crawl_run_id)
+            self._write_chunks(batch, dup_of)
+            self._settle_duplicates([page for page, _ in pages], {page.url for page, _ in batch.written}, dup_of,
+                                    hashes, demoted)
             self.conn.execute("DELETE FROM page_links WHERE list_contains($urls, url)", {"urls": urls})
             links = [(page.url, target, ordinal) for page, _ in pages for ordinal, target in enumerate(page.links)]
             if links:
-                self.conn.execute(INSERT_PAGE_LINKS, _columns(
+                self.conn.execute(INSERT_PAGE_LINKS, bind_columns(
                     links, url=lambda r: r[0], target=lambda r: r[1], ordinal=lambda r: r[2]))
-        return states
+        return batch.states
+
+    def _write_pages(self, records: Sequence[PageRecord], previous: dict[str, tuple[str | None, str | None]],
+                     dup_of: dict[str, tuple[str, str]], hashes: dict[str, str | None], crawl_run_id: int | None) -> None:
+        """The pages and page_html rows of new and changed pages."""
+        replaced = [page.url for page in records if page.url in previous]
+        if replaced:
+            # Deleted first: DuckDB's INSERT OR REPLACE of an existing row costs several times a
+            # delete and an insert (BENCHMARKS.md, "The daily re-crawl as a crawl").
+            self.conn.execute("DELETE FROM page_html WHERE list_contains($urls, url)", {"urls": replaced})
+            self.conn.execute("DELETE FROM pages WHERE list_contains($urls, url)", {"urls": replaced})
+        self.conn.execute(INSERT_PAGES, {**bind_columns(
+            records, **PAGE_COLUMNS, text_hash=lambda p: hashes[p.url],
+            duplicate_of=lambda p: dup_of.get(p.url, (None,))[0]), "run": crawl_run_id})
+        self.conn.execute(INSERT_PAGE_HTML, bind_columns(records, url=lambda p: p.url, html=lambda p: compress_html(p.html)))
+
+    def _write_chunks(self, batch: PageBatch, dup_of: dict[str, tuple[str, str]]) -> None:
+        """Chunks of the pages written, and of those whose role changed (a duplicate has none), and their index."""
+        with_chunks = [(page, chunks) for page, chunks in [*batch.written, *batch.now_holder] if page.url not in dup_of]
+        touched = [page.url for page, _ in [*batch.written, *batch.now_holder]] + batch.now_dup
+        if not touched:
+            return
+        self.conn.execute("DELETE FROM chunks WHERE list_contains($urls, url)", {"urls": touched})
+        rows = [(c.chunk_id, page.url, c.ordinal, c.heading, c.text, c.token_estimate, c.content_hash,
+                 embed_key(c.heading, c.text), c.page) for page, chunks in with_chunks for c in chunks]
+        if rows:
+            self.conn.execute(INSERT_CHUNKS, bind_columns(
+                rows, chunk_id=lambda r: r[0], url=lambda r: r[1], ordinal=lambda r: r[2], heading=lambda r: r[3],
+                text=lambda r: r[4], tokens=lambda r: r[5], hash=lambda r: r[6], key=lambda r: r[7],
+                page=lambda r: r[8]))
+        self.index_pages(touched, rows)
 
     def _duplicates(self, incoming: Sequence[duplicates.Incoming], urls: Sequence[str]
                     ) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
@@ -417,7 +307,7 @@ class Store:
             if claimed:
                 self.conn.execute(
                     "UPDATE pages SET duplicate_of = v.of FROM (SELECT unnest($url) AS url, unnest($of) AS of) v "
-                    "WHERE pages.url = v.url", _columns(claimed, url=lambda r: r[0], of=lambda r: r[1]))
+                    "WHERE pages.url = v.url", bind_columns(claimed, url=lambda r: r[0], of=lambda r: r[1]))
                 gone = [url for url, _ in claimed]
                 self.conn.execute("DELETE FROM chunks WHERE list_contains($urls, url)", {"urls": gone})
                 self.index_pages(gone)
@@ -461,12 +351,7 @@ class Store:
             "SELECT p.url, l.target FROM pages p LEFT JOIN page_links l ON l.url = p.url "
             "WHERE p.links_at IS NOT NULL ORDER BY p.url, l.ordinal"
         ).fetchall()
-        links: dict[str, list[str]] = {}
-        for url, target in rows:
-            targets = links.setdefault(url, [])
-            if target is not None:
-                targets.append(sys.intern(target))
-        return links
+        return group_links(rows)
 
     def record_job_pages(self, job_name: str, crawl_run_id: int, reached: dict[str, int]) -> None:
         """Record that the job's crawl ``crawl_run_id`` reached ``reached`` (url → link depth)."""
@@ -529,7 +414,7 @@ class Store:
         (BENCHMARKS.md, "The daily re-crawl as a crawl"). URLs must be distinct.
         """
         if rows:
-            self.conn.execute(MARK_CHECKED, {"now": utcnow(), **_columns(
+            self.conn.execute(MARK_CHECKED, {"now": utcnow(), **bind_columns(
                 rows, url=lambda r: r[0], etag=lambda r: r[1], last_modified=lambda r: r[2])})
 
     def log_fetch(self, crawl_run_id: int | None, url: str, outcome: str, reason: str, status: int | None = None) -> None:
@@ -538,7 +423,7 @@ class Store:
     def log_fetches(self, crawl_run_id: int | None, rows: Sequence[tuple[str, str, str, int | None]]) -> None:
         """fetch_log rows of (url, outcome, reason, status) for the crawl ``crawl_run_id``, in one statement."""
         if rows:
-            self.conn.execute(INSERT_FETCH_LOG, {"run": crawl_run_id, "now": utcnow(), **_columns(
+            self.conn.execute(INSERT_FETCH_LOG, {"run": crawl_run_id, "now": utcnow(), **bind_columns(
                 rows, url=lambda r: r[0], outcome=lambda r: r[1], reason=lambda r: r[2], status=lambda r: r[3])})
             # A page gone or refused no longer stands for its duplicates: they are fetched in full next time.
             dropped = [url for url, outcome, reason, status in rows if dropped_reason(outcome, status, reason)]
@@ -699,33 +584,6 @@ SELECT unnest($chunk_id), unnest($url), unnest($ordinal)::INTEGER, unnest($headi
 """
 INSERT_PAGE_LINKS = "INSERT INTO page_links (url, target, ordinal) SELECT unnest($url), unnest($target), unnest($ordinal)"
 
-def compress_html(html: str) -> bytes:
-    """A page's HTML as page_html.html_z stores it: UTF-8, zlib level 1 (fast; most of the gain of higher levels).
-
-    ``surrogatepass``: a body decoded with errors kept must still store and read back as it was.
-    """
-    return zlib.compress(html.encode("utf-8", "surrogatepass"), 1)
-
-
-def decompress_html(data: bytes) -> str:
-    return zlib.decompress(data).decode("utf-8", "surrogatepass")
-
-
-def _columns(rows: Sequence[Any], **columns: Any) -> dict[str, list[Any]]:
-    """One list per named column (``name=function of a row``), for statements that unnest them."""
-    return {name: [get(row) for row in rows] for name, get in columns.items()}
-
-
-# pages columns bound by INSERT_PAGES, from a PageRecord.
-_PAGE_COLUMNS: dict[str, Any] = {
-    "url": lambda p: p.url, "final_url": lambda p: p.final_url, "status": lambda p: p.status,
-    "fetched": lambda p: p.fetched_at, "content_type": lambda p: p.content_type, "etag": lambda p: p.etag,
-    "last_modified": lambda p: p.last_modified, "hash": lambda p: p.content_hash, "title": lambda p: p.title,
-    "lang": lambda p: p.lang, "extractor": lambda p: p.extractor, "html_bytes": lambda p: p.html_bytes,
-    "text_bytes": lambda p: p.text_bytes, "text": lambda p: p.text, "depth": lambda p: p.depth,
-    "extract_seconds": lambda p: float(p.extract_seconds), "canonical": lambda p: p.canonical,
-}
-
 
 def failures_query(crawl_run_id: int | None) -> str:
     """The SQL a message shows the user to list a crawl's failed and skipped URLs."""
@@ -734,9 +592,3 @@ def failures_query(crawl_run_id: int | None) -> str:
 
 # The SQL a message shows the user to read what a page was cleaned into.
 PAGE_TEXT_QUERY = "SELECT text FROM pages WHERE url = …"
-
-
-CRAWL_COUNT_COLUMNS = (
-    "urls_requested", "fetched", "new", "changed", "unchanged", "not_modified", "skipped", "failed",
-    "html_bytes", "text_bytes", "chunks",
-)

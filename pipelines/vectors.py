@@ -28,8 +28,8 @@ def embed_key(heading: str, text: str) -> str:
     return hashlib.sha256(embed_text(heading, text).encode("utf-8")).hexdigest()
 
 
-# Embedding models read a few hundred word pieces and silently drop the rest (Ollama's all-minilm: 256, about
-# 150-190 words of documentation): the second half of a 350-token chunk was invisible to embedding selection.
+# Embedding models read a few hundred word pieces and silently drop the rest, fewer words of documentation than
+# a chunk holds: the second half of a chunk was invisible to embedding selection.
 # A chunk is embedded as overlapping windows of words, each with its heading path, and scores as its best
 # window: 150 words, overlap 30, the best of the sizes tried on the dev set (figures: BENCHMARKS.md, "Figures
 # behind code comments"). Changing these values changes EMBED_SCHEME, so windows of the old scheme are simply
@@ -119,8 +119,8 @@ def _index_sql(dims: int, listed: bool) -> str:
             f"{_unit_rows(dims, _INDEXED_WINDOWS + chr(10) + '    WHERE s.doc > $base', where)}")
 
 
-# Up to this many window keys, index_docs_above binds them as a list (measured: 50 keys 0.10 s against the
-# join's 0.23 s; 1,500 keys 0.60 s against 0.20 s).
+# Up to this many window keys, index_docs_above binds them as a list: cheaper than the join for a few keys,
+# dearer for many (BENCHMARKS.md, "Figures behind code comments").
 _LISTED_KEYS = 100
 
 

@@ -9,8 +9,10 @@ import pytest
 import trafilatura
 from lxml import etree
 
-import pipelines.clean as clean_mod
+import pipelines.html_prepare as prepare_mod
+from pipelines.body_fallback import body_xml
 from pipelines.clean import CleanResult, clean_heading, clean_html, clean_page, xml_blocks
+from pipelines.trafilatura_adapter import extract_xml
 from tests.corpus import CORPUS_DIR, MISSING, has_manual
 
 PAGES = Path(__file__).parent / "pages"
@@ -186,7 +188,7 @@ def test_body_fallback_structures() -> None:
     return 1</pre>
       <blockquote>Quoted wisdom.</blockquote>
     </body></html>"""
-    root = clean_mod._body_xml(clean_mod._parse(html), None, None)
+    root = body_xml(prepare_mod.parse_html(html), None, None)
     blocks = xml_blocks(root)
     assert [(b.kind, b.text) for b in blocks] == [
         ("heading", "Steps"),
@@ -210,12 +212,12 @@ def test_clean_page_blocks_are_those_of_the_xml(page: str) -> None:
 @pytest.mark.parametrize("page", sorted(p.name for p in PAGES.glob("*.html")))
 def test_trafilatura_leaves_the_tree_alone(page: str, recall: bool) -> None:
     # clean_html hands every attempt the same prepared tree, relying on trafilatura to work on a copy.
-    tree = clean_mod._parse((PAGES / page).read_text(encoding="utf-8"))
-    clean_mod._prepare(tree)
-    clean_mod._drop_nav_panels(tree)
-    clean_mod._give_container(tree)
+    tree = prepare_mod.parse_html((PAGES / page).read_text(encoding="utf-8"))
+    prepare_mod.prepare(tree)
+    prepare_mod.drop_nav_panels(tree)
+    prepare_mod.give_container(tree)
     before = etree.tostring(tree)
-    root, _ = clean_mod._trafilatura(tree, None, recall=recall)
+    root, _ = extract_xml(tree, None, recall=recall)
     assert root is not None
     assert etree.tostring(tree) == before
 
@@ -232,10 +234,10 @@ _CONTAINER_HTML = [
 @pytest.mark.parametrize("page", _CONTAINER_HTML)
 def test_containers_found_on_the_skeleton_are_those_of_the_page(page: str) -> None:
     html = (PAGES / page).read_text(encoding="utf-8") if page.endswith(".html") else page
-    tree = clean_mod._parse(html)
-    expected = [next(iter(expr(tree)), None) for expr, _ in clean_mod.container_queries()]
-    assert all(q is not None for _, q in clean_mod.container_queries())  # else the test would prove nothing
-    assert [c is e for c, e in zip(clean_mod._containers(tree), expected, strict=True)] == [True] * len(expected)
+    tree = prepare_mod.parse_html(html)
+    expected = [next(iter(expr(tree)), None) for expr, _ in prepare_mod.container_queries()]
+    assert all(q is not None for _, q in prepare_mod.container_queries())  # else the test would prove nothing
+    assert [c is e for c, e in zip(prepare_mod._containers(tree), expected, strict=True)] == [True] * len(expected)
 
 
 @pytest.mark.parametrize(
@@ -243,7 +245,7 @@ def test_containers_found_on_the_skeleton_are_those_of_the_page(page: str) -> No
              ".//div[contains(., 'x')]", "self::div", "count(.//div)", ".//div[@*]", ".//div | @id", ".//div[@a"],
 )
 def test_expressions_that_look_beyond_the_element_are_not_answered_on_a_skeleton(path: str) -> None:
-    assert clean_mod._own_attribute_query(path) is None
+    assert prepare_mod._own_attribute_query(path) is None
 
 
 def test_walking_xml_leaves_it_unchanged() -> None:

@@ -723,7 +723,7 @@ def process_page_or_die(html: str, url: str, **kwargs: Any) -> Any:
     if HANG_MARKER in html:
         Path(url.removeprefix("file://")).write_text(str(os.getpid()))
         time.sleep(60)
-    from pipelines.extract import process_page
+    from pipelines.page_processing import process_page
 
     return process_page(html, url, **kwargs)
 
@@ -812,7 +812,7 @@ SLOW_MARKER = "<!-- slow page -->"
 def process_page_slowly(html: str, url: str, **kwargs: Any) -> Any:
     if SLOW_MARKER in html:
         time.sleep(1.0)
-    from pipelines.extract import process_page
+    from pipelines.page_processing import process_page
 
     return process_page(html, url, **kwargs)
 

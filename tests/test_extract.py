@@ -13,8 +13,8 @@ from types import FrameType
 import pytest
 import trafilatura
 
-import pipelines.extract as extract_mod
-from pipelines.extract import PageResult, process_page
+import pipelines.page_processing as extract_mod
+from pipelines.page_processing import PageResult, process_page
 
 PAGE = (Path(__file__).parent / "pages" / "sphinx_like.html").read_text(encoding="utf-8")
 URL = "https://docs.example.org/guide.html"

@@ -831,7 +831,7 @@ def test_utf16_label_without_bom_is_little_endian_and_garbled_text_is_recorded(s
 
 
 def test_garbled_share_tells_swapped_utf16_from_real_text() -> None:
-    from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
+    from pipelines.decoding import GARBLED_SHARE, garbled_share, whatwg_decode
 
     html = "<p>Grüße – 東京都の天気は晴れです。Привет, мир!</p>"
     assert garbled_share(html) < 0.05

@@ -33,7 +33,9 @@ from crawler.distributed.queue import (
 from pipelines.items import ExtractedPage, FetchOutcome
 from pipelines.redact import redact_text, redact_url
 from pipelines.signals import stop_signals
-from crawler.run import CrawlOptions, CrawlPlan, CrawlSummary, allows_private_networks, plan_crawl
+from crawler.options import CrawlOptions, allows_private_networks
+from crawler.plan import CrawlPlan, plan_crawl
+from crawler.summary import CrawlSummary
 from pipelines.errors import ConfigError, Interrupted, NothingToDoError
 from pipelines.store import Store, failures_query
 from pipelines.store_pipeline import StorePipeline
@@ -142,7 +144,7 @@ class Writer:
 
 
 def _prepare(options: CrawlOptions, store: Store) -> dict[str, Any]:
-    """What ``run_crawl`` reads before Scrapy starts (crawler.run.plan_crawl), by name."""
+    """What ``run_crawl`` reads before Scrapy starts (crawler.plan.plan_crawl), by name."""
     return vars(plan_crawl(options, store))
 
 

@@ -8,7 +8,7 @@ machine is counted:
 
 * a booking takes the host's next free slot, ``max(now, next_at)``, and moves ``next_at`` to
   ``slot + delay + margin``; the worker sleeps until its slot and sends, with no second round trip.
-  The margin (5 ms) covers the spread between two requests' slot-to-wire times where the lateness
+  The margin (``DEFAULT_MARGIN``) covers the spread between two requests' slot-to-wire times where the lateness
   below cannot (a host allowed ``concurrency`` above 1 is booked again before the previous answer);
 * a host is booked only while fewer than ``concurrency`` requests hold it: the next booking waits for
   the release at the end of the previous download (should its worker die, the hold goes when the

@@ -219,7 +219,7 @@ def _requests_first(output: Iterable[Any]) -> Iterator[Any]:
 def worker_settings(config: dict[str, Any], redis_url: str, prefix: str, *, extract_workers: int = 0,
                     verbose: bool = False) -> dict[str, Any]:
     """The crawl's Scrapy settings as on one machine (``crawl_settings``), with the shared parts swapped in."""
-    from crawler.run import CrawlOptions, HostPolicy, crawl_settings
+    from crawler.options import CrawlOptions, HostPolicy, crawl_settings
 
     hosts = {h: HostPolicy(p.get("delay"), p.get("concurrency")) for h, p in config["hosts"].items()}
     options = CrawlOptions(

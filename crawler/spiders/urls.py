@@ -47,7 +47,7 @@ from crawler.middlewares.robots import product_token
 from crawler.middlewares.ssrf import GuardedResolver, blocked_reason_for_host
 from crawler.spiders.sitemap_reader import SitemapReader
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
-from pipelines.clean import GARBLED_SHARE, garbled_share, whatwg_decode
+from pipelines.decoding import GARBLED_SHARE, garbled_share, whatwg_decode
 from pipelines import defaults
 from pipelines.defaults import MAX_URL_LENGTH
 from pipelines.formats import HTML_TYPES, document_kind
@@ -243,14 +243,20 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
             hint = "; a sitemap? list it as 'sitemap: URL'" if looks_like_sitemap(response.body) else ""
             yield FetchOutcome(listed_url, "skipped", f"not HTML ({mime or 'no Content-Type'}){hint}", response.status)
             return
+        html = self._decoded(response, listed_url, mime)
+        if isinstance(html, FetchOutcome):
+            yield html
+            return
+        yield from self._page(response, listed_url, depth, content_type, html)
+
+    def _decoded(self, response: Response, listed_url: str, mime: str) -> str | FetchOutcome:
+        """The body of an HTML response as text, or the outcome saying why it is not stored as a page."""
         if not response.body.strip():
             self._count("failed/empty_body")
-            yield FetchOutcome(listed_url, "failed", "empty body", response.status)
-            return
+            return FetchOutcome(listed_url, "failed", "empty body", response.status)
         if looks_binary(response.body):
             self._count("skipped/binary")
-            yield FetchOutcome(listed_url, "skipped", f"binary content served as {mime or 'text'}", response.status)
-            return
+            return FetchOutcome(listed_url, "skipped", f"binary content served as {mime or 'text'}", response.status)
         try:
             # WHATWG decoding where Python's differs (a BOM-less `utf-16` label is little-endian).
             html = whatwg_decode(response.body, response.encoding)
@@ -258,12 +264,15 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
                 html = response.text
         except (UnicodeError, LookupError) as exc:  # a charset Python does not know
             self._count("failed/undecodable")
-            yield FetchOutcome(listed_url, "failed", f"cannot decode body: {exc}", response.status)
-            return
+            return FetchOutcome(listed_url, "failed", f"cannot decode body: {exc}", response.status)
         if garbled_share(html) > GARBLED_SHARE:  # a wrong charset must not be stored as text silently
             self._count("failed/garbled")
-            yield FetchOutcome(listed_url, "failed", f"garbled text after decoding as {response.encoding}", response.status)
-            return
+            return FetchOutcome(listed_url, "failed", f"garbled text after decoding as {response.encoding}", response.status)
+        return html
+
+    def _page(self, response: Response, listed_url: str, depth: int, content_type: str | None,
+              html: str) -> Iterator[Any]:
+        """The fetched page, with the links it leads to (unless its robots directives say nofollow), then those links."""
         robots = self._robots_directives(response)
         if robots.nofollow:
             self._count("count/nofollow")

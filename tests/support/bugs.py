@@ -86,6 +86,6 @@ def install(names: list[str]) -> None:
 def raising_process_page(html: str, url: str, **kwargs: Any) -> Any:
     if _marked(url, "extract"):
         raise RuntimeError("planted in the extraction worker")
-    from pipelines.extract import process_page
+    from pipelines.page_processing import process_page
 
     return process_page(html, url, **kwargs)
