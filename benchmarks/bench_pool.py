@@ -8,7 +8,9 @@ each variant builds its pool from those lists exactly as ``Selector.hybrid`` wou
 - ``score-uN`` / ``rrf-uN``: the same lists, the whole union kept (up to 2N), ordered by score fusion or by
   reciprocal-rank fusion (k = 60);
 - ``…-sW``: then the product's second stage (``jobs.second_stage.SecondStage``, the job's own model, best
-  ~40-word window) over the whole pool, reordered with stage weight W.
+  ~40-word window) over the whole pool, reordered with stage weight W; ``…-cN-sW``: over the union of each
+  list's top N only (``StageSettings.union``, the product's way), the rest of the pool after them;
+  ``…-fN-sW``: over the fused order's top N (round 3's opt-in).
 
 Then the product's costing and packing (``jobs.evaluate.evaluate``), per half: answer-in-prompt, the
 paraphrased subset, pool recall (answer anywhere in the pool) and the losses. ``--diagnose`` prints, for each
@@ -48,12 +50,17 @@ def parse_variant(name: str) -> dict[str, Any]:
     union = parts[1].startswith("u")
     depth = int(parts[1].lstrip("u"))
     weight = None
+    candidates = None
     for part in parts[2:]:
         if part.startswith("s"):
             weight = float(part[1:])
+        elif part.startswith("c"):
+            candidates = int(part[1:])
+        elif part.startswith("f"):
+            candidates = -int(part[1:])
         else:
             raise SystemExit(f"unknown variant part {part!r} in {name!r}")
-    return {"fusion": parts[0], "depth": depth, "union": union, "weight": weight}
+    return {"fusion": parts[0], "depth": depth, "union": union, "weight": weight, "candidates": candidates}
 
 
 def fused(bm25: Sequence[Any], emb: Sequence[Any], fusion: str, depth: int, union: bool) -> list[Any]:
@@ -198,7 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             selector.variant = spec
             stage = None
             if spec["weight"] is not None:
-                stage = SecondStage(base, StageSettings(candidates=10**6, weight=spec["weight"]))
+                n = spec["candidates"]
+                stage = SecondStage(base, StageSettings(candidates=abs(n) if n else 10**6, weight=spec["weight"],
+                                                        union=n is not None and n > 0))
             row = run_variant(selector, store, devset.questions, stage, args.budget)
             funnels = row.pop("_funnels")
             if args.diagnose and name == variants[0]:
