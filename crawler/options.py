@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from crawler.render import RenderPolicy, render_settings
 from pipelines import defaults
 from pipelines.errors import ConfigError
 
@@ -63,6 +64,8 @@ class CrawlOptions:
     sitemap_max_urls: int = defaults.SITEMAP_MAX_URLS
     # A PDF with more pages is not read (failed, with the reason).
     pdf_max_pages: int = defaults.PDF_MAX_PAGES
+    # crawl.render: "js" (every page through the browser), a list of URL regexes, or None (crawler/render.py).
+    render: str | list[str] | None = None
 
 
 def allows_private_networks(options: CrawlOptions) -> bool:
@@ -132,5 +135,6 @@ def crawl_settings(options: CrawlOptions, db_path: Path, validators: dict[str, t
         settings["WEBQA_EXTRACT_WORKERS"] = options.extract_workers
     if options.max_duration:
         settings["CLOSESPIDER_TIMEOUT"] = options.max_duration
+    settings.update(render_settings(RenderPolicy.from_setting(options.render), options.timeout))
     settings.update(options.extra_settings)
     return settings

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 # The crawl's options, plan and summary live in modules of their own (crawler/distributed/ imports them
 # without this module); they are named here too, where the CLI and the job runner look for them.
 from crawler.options import CrawlOptions, HostPolicy, allows_private_networks, crawl_settings
+from crawler.render import render_problem
 from crawler.plan import CrawlPlan, fresh_cutoff, gather_urls, plan_crawl
 from crawler.summary import MB, SHOWN_FAILURES, CrawlSummary, failures_phrase
 from crawler.urllist import UrlProblem
@@ -67,6 +68,9 @@ def run_crawl(options: CrawlOptions, db_path: str | Path) -> CrawlSummary:
     after SIGINT/SIGTERM."""
     from crawler.shutdown import GracefulShutdown
 
+    problem = render_problem(options.render, bool(options.redis))
+    if problem is not None:  # a job that renders and cannot: one line before anything runs
+        raise ConfigError(problem)
     if options.redis:
         sitemap = next((u for u in gather_urls(options)[0] if u.sitemap), None)
         if sitemap is not None:

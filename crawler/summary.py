@@ -91,6 +91,8 @@ class CrawlSummary:
             + (f"; gone {self.gone} (no longer reached by the job)" if self.gone else "")
             + (f"; duplicates {self.count('duplicates')} (stored once: rel=canonical or the same text as another page)"
                if self.count("duplicates") else "")
+            + (f"; browser requests refused {self.count('render_refused')} (SSRF guard or robots.txt)"
+               if self.count("render_refused") else "")
             + (f"; internal errors {self.internal_errors} (logged; please report them)" if self.internal_errors else "")
             + (f"; stopped after {self.stopped_after:g} s (crawl.max_duration)" if self.stopped_after else "")
             + (f"; sitemaps read {self.count('sitemaps')} ({self.count('sitemap_urls')} URLs, "

@@ -608,6 +608,7 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_crawl(args: argparse.Namespace, console: Console) -> int:
     from crawler.run import CrawlOptions, run_crawl
+    from jobs.crawl_lines import workers_lost_line
     from jobs.errors import WriteFailedError
 
     if not args.urls and not args.input:
@@ -638,8 +639,8 @@ def cmd_crawl(args: argparse.Namespace, console: Console) -> int:
     console.result(summary.line())
     console.verdict = "; ".join(filter(None, (summary.line(), summary.failures_phrase())))
     _crawl_failures(console, summary)
-    if summary.workers_lost:  # a crawl through Redis: their leases were fetched again, but cron hears of it
-        console.important(f"Notice: workers lost: {summary.workers_lost}")
+    if workers_lost_line(summary):  # a crawl through Redis: their leases were fetched again, but cron hears of it
+        console.important(workers_lost_line(summary))
     # A crawl stopped by --max-duration left URLs unfetched, and one that met a bug may have: partial, like
     # failed ones.
     partial = summary.failures or summary.stopped_after or summary.internal_errors
@@ -648,15 +649,10 @@ def cmd_crawl(args: argparse.Namespace, console: Console) -> int:
 
 def _crawl_failures(console: Console, summary: Any) -> None:
     """The URLs that could not be fetched and why: for cron, so also under --quiet."""
-    failures = getattr(summary, "failures", [])
-    if not failures:
-        return
-    console.important(f"Not fetched ({len(failures)}):")
-    for line in summary.failure_lines():
+    from jobs.crawl_lines import not_fetched_lines
+
+    for line in not_fetched_lines(summary):  # the same lines as `webqa run` (jobs/crawl_lines.py)
         console.important(line)
-    hint = summary.blocked_hint()
-    if hint:
-        console.important(f"Notice: {hint}")
 
 
 def cmd_worker(args: argparse.Namespace, console: Console) -> int:

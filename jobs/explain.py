@@ -86,6 +86,16 @@ def explain_answer(store: RunStore, answer_id: int, *, show_prompt: bool = True)
     a = store.answer(answer_id)
     if a is None:
         raise StoreError(f"no answer {answer_id} in {store.path}; answer ids are printed by `webqa ask` and in reports")
+    rerank = store.rerank_of(answer_id)
+    out = [*_heading(store, a, answer_id), *_answer_lines(a), *_selection_lines(store, a, answer_id, rerank),
+           *_exchange_lines(store, answer_id, rerank, show_prompt)]
+    out.append("Next: if the right chunk is not among the candidates, the loss is upstream — check the page "
+               f"({PAGE_TEXT_QUERY}) and its chunks, or run `webqa eval` with expect phrases.")
+    return "\n".join(out)
+
+
+def _heading(store: RunStore, a: dict, answer_id: int) -> list[str]:
+    """Which answer this is (run, question, attempt), how it was made, and why it was retried or failed."""
     siblings = _attempts_of(store, a)
     out: list[str] = []
     run = f"run {a['run_id']}" if a["run_id"] is not None else "webqa ask"
@@ -104,8 +114,12 @@ def explain_answer(store: RunStore, answer_id: int, *, show_prompt: bool = True)
     if a["error"]:
         out.append(f"Error: {a['error']}")
     out.append("")
-    out.append("1. Answer")
-    out.append(textwrap.indent(str(a["answer"]), "   "))
+    return out
+
+
+def _answer_lines(a: dict) -> list[str]:
+    """Sections 1 and 2: the answer with its verdict, and each citation's check."""
+    out = ["1. Answer", textwrap.indent(str(a["answer"]), "   ")]
     out.append(f"   confidence {a['confidence']}; grounded {'yes' if a['grounded'] else 'NO'}; "
                f"valid JSON {'-' if a['valid_json'] is None else 'yes' if a['valid_json'] else 'NO'}")
     out.append("")
@@ -119,12 +133,16 @@ def explain_answer(store: RunStore, answer_id: int, *, show_prompt: bool = True)
         if c.get("url"):
             out.append(f"       {c.get('heading') or ''} <{c.get('link') or c['url']}>")
     out.append("")
+    return out
+
+
+def _selection_lines(store: RunStore, a: dict, answer_id: int, rerank: dict | None) -> list[str]:
+    """Section 3: every candidate ranked, its scores, whether it was sent, and the rerank's moves."""
     selections = store.selections_of(answer_id)
     sent = sum(1 for s in selections if s["sent"])
-    out.append(f"3. Selection: {len(selections)} candidates ranked, {sent} sent "
-               f"({sum(s['tokens'] or 0 for s in selections if s['sent'])} tokens)")
+    out = [f"3. Selection: {len(selections)} candidates ranked, {sent} sent "
+           f"({sum(s['tokens'] or 0 for s in selections if s['sent'])} tokens)"]
     out.extend(f"   {line}" for line in source_summary(selections))
-    rerank = store.rerank_of(answer_id)
     before = {chunk_id: i for i, chunk_id in enumerate((rerank or {}).get("before") or [], start=1)}
     if rerank is not None:
         out.append(f"   Rerank: {stored_trail(rerank).summary()}")
@@ -139,6 +157,12 @@ def explain_answer(store: RunStore, answer_id: int, *, show_prompt: bool = True)
         moved = f"; rank {was} before the rerank" if was != s["rank"] else ""
         out.append(f"   {'':<70}matched: {terms}; {s['reason']}{moved}")
     out.append("")
+    return out
+
+
+def _exchange_lines(store: RunStore, answer_id: int, rerank: dict | None, show_prompt: bool) -> list[str]:
+    """Sections 4 to 7: the prompts sent and the raw replies, the answer's and the rerank's."""
+    out: list[str] = []
     prompt = store.prompt_of(answer_id)
     if prompt:
         if show_prompt:
@@ -156,6 +180,4 @@ def explain_answer(store: RunStore, answer_id: int, *, show_prompt: bool = True)
         out.append("7. Rerank reply" if show_prompt else "6. Rerank reply")
         out.append(textwrap.indent(rerank["raw_reply"] or "(none)", "   | ", lambda _l: True))
         out.append("")
-    out.append("Next: if the right chunk is not among the candidates, the loss is upstream — check the page "
-               f"({PAGE_TEXT_QUERY}) and its chunks, or run `webqa eval` with expect phrases.")
-    return "\n".join(out)
+    return out

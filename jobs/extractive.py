@@ -203,6 +203,35 @@ def _keyword_weights(keywords: frozenset[str], sentence_stems: Sequence[frozense
     return weights
 
 
+def _pick_sentences(candidates: Sequence[_Sentence], weight: dict[str, float], subject: str | None,
+                    max_sentences: int) -> tuple[list[_Sentence], set[str]]:
+    """Greedy: each pick adds the most keyword weight not yet covered; the picks and the keywords they cover."""
+    chosen: list[_Sentence] = []
+    seen_texts: set[str] = set()
+    covered: set[str] = set()
+    while len(chosen) < max_sentences:
+        best: tuple[int, float, float, int, int] | None = None
+        best_sentence: _Sentence | None = None
+        for c in candidates:
+            if c.text.lower() in seen_texts:
+                continue
+            gain = sum(weight[k] for k in c.stems - covered)
+            if gain <= 0:
+                continue
+            # A sentence defining the asked term first; then highest new coverage, then highest total,
+            # then earliest source and position.
+            key = (-int(subject is not None and defines(c.text, subject)), -gain, -sum(weight[k] for k in c.stems),
+                   c.source, c.position)
+            if best is None or key < best:
+                best, best_sentence = key, c
+        if best_sentence is None:
+            break
+        chosen.append(best_sentence)
+        seen_texts.add(best_sentence.text.lower())
+        covered |= best_sentence.stems
+    return chosen, covered
+
+
 def answer_extractively(question: str, sources: Sequence[Source], *, max_sentences: int = 3) -> dict[str, Any]:
     """The LLM's reply shape built from source sentences alone.
 
@@ -231,29 +260,7 @@ def answer_extractively(question: str, sources: Sequence[Source], *, max_sentenc
     # A question in the page (FAQ headings, "Why …?") repeats the asker's words but answers nothing.
     candidates = [c for c in every if c.stems and not c.text.rstrip().endswith("?")]
 
-    chosen: list[_Sentence] = []
-    seen_texts: set[str] = set()
-    covered: set[str] = set()
-    while len(chosen) < max_sentences:
-        best: tuple[int, float, float, int, int] | None = None
-        best_sentence: _Sentence | None = None
-        for c in candidates:
-            if c.text.lower() in seen_texts:
-                continue
-            gain = sum(weight[k] for k in c.stems - covered)
-            if gain <= 0:
-                continue
-            # A sentence defining the asked term first; then highest new coverage, then highest total,
-            # then earliest source and position.
-            key = (-int(subject is not None and defines(c.text, subject)), -gain, -sum(weight[k] for k in c.stems),
-                   c.source, c.position)
-            if best is None or key < best:
-                best, best_sentence = key, c
-        if best_sentence is None:
-            break
-        chosen.append(best_sentence)
-        seen_texts.add(best_sentence.text.lower())
-        covered |= best_sentence.stems
+    chosen, covered = _pick_sentences(candidates, weight, subject, max_sentences)
 
     total = sum(weight.values())
     best = max((sum(weight[k] for k in c.stems) / total for c in chosen), default=0.0)

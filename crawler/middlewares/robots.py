@@ -383,8 +383,7 @@ class RobotsPolicyMiddleware:
         parts = urlsplit(request.url)
         if parts.scheme not in ("http", "https"):
             return None
-        result = await self._result_for(parts)
-        decision = decide(result, request.url, self.token, self.max_crawl_delay)
+        decision = await self.decision(request.url)
         if not decision.allowed:
             assert decision.message is not None
             self._inc(f"webqa/robots/{decision.stat}")
@@ -400,6 +399,10 @@ class RobotsPolicyMiddleware:
         if decision.crawl_delay:
             self._apply_crawl_delay(request, decision.crawl_delay)
         return None
+
+    async def decision(self, url: str) -> Decision:
+        """What robots.txt says about ``url`` (fetched once per origin); the browser's requests ask here too."""
+        return decide(await self._result_for(urlsplit(url)), url, self.token, self.max_crawl_delay)
 
     async def _result_for(self, parts: SplitResult) -> RobotsResult:
         origin = origin_of(parts)

@@ -45,6 +45,7 @@ from crawler.canonical import declared_canonical
 from crawler.middlewares.internal_error import guarded
 from crawler.middlewares.robots import product_token
 from crawler.middlewares.ssrf import GuardedResolver, blocked_reason_for_host
+from crawler.render import RenderPolicy, request_meta
 from crawler.spiders.sitemap_reader import SitemapReader
 from crawler.urllist import ListedUrl, UrlProblem, collect_urls, normalise_url, read_url_file
 from pipelines.decoding import GARBLED_SHARE, garbled_share, whatwg_decode
@@ -125,6 +126,9 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
         self.seen: set[str] = set()
         # url → link depth of every URL this crawl reached (requested or fresh): the job's pages.
         self.reached: dict[str, int] = {}
+        # Which pages a browser renders (crawl.render; crawler/render.py), and the User-Agent it sends.
+        self.render = RenderPolicy()
+        self.user_agent = defaults.user_agent()
         # Link targets resolved so far (see _resolve_link).
         self._resolved: dict[tuple[str, ...], tuple[str, str | None, str] | None] = {}
 
@@ -132,6 +136,8 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> UrlsSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.max_url_length = crawler.settings.getint("WEBQA_MAX_URL_LENGTH", spider.max_url_length)
+        spider.render = RenderPolicy.from_setting(crawler.settings.get("WEBQA_RENDER"))
+        spider.user_agent = crawler.settings.get("USER_AGENT") or spider.user_agent
         crawler.signals.connect(spider._response_started, signal=signals.headers_received)
         return spider
 
@@ -210,7 +216,8 @@ class UrlsSpider(SitemapReader, scrapy.Spider):
             callback=self.parse,
             errback=self.on_error,
             cb_kwargs={"listed_url": url},
-            meta={"handle_httpstatus_list": HANDLED_STATUSES, "webqa_depth": depth},
+            meta={"handle_httpstatus_list": HANDLED_STATUSES, "webqa_depth": depth,
+                  **request_meta(self.render, url, self.user_agent)},
             # `seen` already fetches each listed or discovered URL once. Scrapy's own duplicate filter
             # would also drop a *redirect* to a URL fetched under its own name, and the listed URL
             # would vanish without a page or a fetch_log row.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -54,6 +55,15 @@ class ForwardingProxy:
                 finally:
                     upstream.close()
 
+            def do_CONNECT(self) -> None:
+                # A tunnel, as playwright's own HTTP client asks for even for http: URLs (crawl.render).
+                proxy.log.append(f"CONNECT {self.path}")
+                host, _, port = proxy.aliases.get(self.path.rsplit(":", 1)[0], self.path).partition(":")
+                upstream = socket.create_connection((host, int(port or 80)), timeout=10)
+                self.send_response(200, "Connection established")
+                self.end_headers()
+                _pipe(self.connection, upstream)
+
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -70,6 +80,29 @@ class ForwardingProxy:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=5)
+
+
+def _pipe(client: socket.socket, upstream: socket.socket) -> None:
+    """Copy bytes both ways until either side closes or is idle for 10 s."""
+    def copy(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            source.settimeout(10)
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                try:
+                    end.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    other = threading.Thread(target=copy, args=(upstream, client), daemon=True)
+    other.start()
+    copy(client, upstream)
+    other.join(timeout=10)
+    upstream.close()
 
 
 # The crawl, with a stand-in for public DNS: docs.example resolves to a public address here, as a

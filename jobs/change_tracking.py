@@ -1,0 +1,39 @@
+"""Each final answer's evidence, stored with its change since the job's previous successful run."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from jobs.answer import QuestionSpec
+from jobs.changes import Evidence, classify
+from jobs.history import evidence_from_row
+from jobs.runstore import RunStore
+
+
+class ChangeTracker:
+    """Stores each final answer's evidence and its change since the job's previous successful run."""
+
+    def __init__(self, store: RunStore, lock: threading.Lock, run_id: int, previous_run_id: int | None) -> None:
+        self.store = store
+        self.lock = lock
+        self.run_id = run_id
+        self.previous: dict[str, Evidence] = {}
+        if previous_run_id is not None:
+            self.previous = {r["question_id"]: evidence_from_row(r) for r in store.final_answers(previous_run_id)}
+
+    def record(self, spec: QuestionSpec, error: str | None) -> str:
+        with self.lock:
+            row = self.store.final_answer(self.run_id, spec.id)
+            if row is None:
+                # Failed before any attempt was stored (e.g. its URLs were never crawled).
+                self.store.save_failure(self.run_id, spec.id, spec.question, error or "no answer")
+                row = self.store.final_answer(self.run_id, spec.id)
+                assert row is not None
+            return self.fill(row)
+
+    def fill(self, row: dict[str, Any]) -> str:
+        evidence = evidence_from_row(row, stored=False)
+        change = classify(self.previous.get(row["question_id"]), evidence)
+        self.store.set_change(row["answer_id"], evidence.to_json(), change)
+        return change
