@@ -24,6 +24,7 @@ from jobs.run_options import Notify
 from jobs.run_report import RunResult, hosts_line, hosts_lost, write_reports
 from jobs.runstore import RunStore
 from jobs.second_stage import selection_stages
+from jobs.select import EMBEDDING_METHODS
 from jobs.session import open_session
 from jobs.storage_failures import is_storage_failure, storage_error
 from jobs.verdict import Verdict, verdict
@@ -50,14 +51,13 @@ def answer_all(run: Run, crawl: CrawlReport) -> RunResult:
     answerer = run.answerer
     method = job.selection.method
     chat = answerer == "llm" and not options.dry_run
-    wants_embeddings = method in ("embedding", "hybrid")
+    wants_embeddings = method in EMBEDDING_METHODS
     access = _connect(job, notify, notices, chat=chat, embeddings=wants_embeddings)
     if access.unreachable is not None and chat:
         if not job.fallback_extractive:
             raise access.unreachable
         answerer = "extractive"
-        also = f" and selected with bm25 instead of {method}" if wants_embeddings else ""
-        degraded.append(f"{access.unreachable}; answered extractively (quoting the best sentences) instead{also}")
+        degraded.append(access.extractive_instead(method, bm25_instead=wants_embeddings))
     elif wants_embeddings and access.embedding_unavailable:
         degraded.append(f"{access.embedding_unavailable}; selected with bm25 instead of {method}")
     for notice in degraded:
@@ -89,7 +89,8 @@ def answer_all(run: Run, crawl: CrawlReport) -> RunResult:
         out_dir = (options.out_dir or job.output.dir) / f"run-{run_id}"
         resumed_answers = run.resume is not None and run.resume.get("phase") != "crawl"
         return answer_questions(run, store, answerer_obj, out_dir, crawl, degraded, previous_run_id, scope,
-                                resumed=run.resume is not None, resumed_answers=resumed_answers)
+                                resumed=run.resume is not None, resumed_answers=resumed_answers,
+                                bm25_from_start=wants_embeddings and access.embedding_unavailable is not None)
 
 
 def _connect(job: JobConfig, notify: Notify, notices: list[str], *, chat: bool, embeddings: bool) -> OllamaAccess:
@@ -109,8 +110,11 @@ def _connect(job: JobConfig, notify: Notify, notices: list[str], *, chat: bool, 
 
 def answer_questions(run: Run, store: RunStore, answerer: QuestionAnswerer, out_dir: Path, crawl: CrawlReport,
                      degraded: list[str], previous_run_id: int | None, scope: list[str] | None, *,
-                     resumed: bool = False, resumed_answers: bool = False) -> RunResult:
-    """Ask every question of the job not answered yet, then record the run's verdict and write its reports."""
+                     resumed: bool = False, resumed_answers: bool = False, bm25_from_start: bool = False) -> RunResult:
+    """Ask every question of the job not answered yet, then record the run's verdict and write its reports.
+
+    ``bm25_from_start``: the run said at its start that it selects with bm25, so the questions selected so
+    are not counted again as failed embedding selections."""
     job, options = run.job, run.options
     run_id = answerer.run_id
     assert run_id is not None
@@ -129,7 +133,7 @@ def answer_questions(run: Run, store: RunStore, answerer: QuestionAnswerer, out_
         if obj.get("error"):
             failed_ids.append(str(obj["question_id"]))
     pool = QuestionPool(job, options, run.notify, run.notices, degraded, answerer, changes, crawl.stale, counts,
-                        failed_ids)
+                        failed_ids, bm25_from_start=bm25_from_start)
     done_ids = pool.ask(specs, results, jsonl_path)
     _closing_notices(run, answerer, pool.fell_back, len(specs), degraded)
     order = [s.id for s in specs]

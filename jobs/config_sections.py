@@ -29,6 +29,7 @@ from jobs.config_types import (
     StrictModel,
     parse_duration,
 )
+from jobs.select import METHODS
 from pipelines import defaults
 
 _HOSTNAME_RE = re.compile(r"(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?")
@@ -195,7 +196,7 @@ class PassagesConfig(StrictModel):
 class SelectionConfig(StrictModel):
     """How chunks are chosen as evidence for a question."""
 
-    method: Literal["keyword", "bm25", "embedding", "hybrid"] = Field(
+    method: Literal[METHODS] = Field(  # type: ignore[valid-type]
         defaults.SELECTION_METHOD, description="Chunk ranking method."
     )
     top_k: PosInt = Field(

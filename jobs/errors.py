@@ -5,11 +5,11 @@ must not import from jobs/ (docs/architecture.md).
 """
 
 from pipelines.errors import (ConfigError, DatabaseLockedError, ExitCode, Interrupted, LLMError, LLMUnavailableError,
-                              ModelNotFoundError, NothingToDoError, WriteFailedError, StoreError, WebqaError,
-                              WorkSummary)
+                              ModelNotFoundError, NoSuchDatabase, NothingToDoError, StoreError, WebqaError,
+                              WorkSummary, WriteFailedError, require_database)
 
 __all__ = [
     "ConfigError", "DatabaseLockedError", "ExitCode", "Interrupted", "LLMError", "LLMUnavailableError",
-    "ModelNotFoundError", "NothingToDoError", "WriteFailedError", "StoreError", "WebqaError",
-    "WorkSummary",
+    "ModelNotFoundError", "NoSuchDatabase", "NothingToDoError", "WriteFailedError", "StoreError", "WebqaError",
+    "WorkSummary", "require_database",
 ]

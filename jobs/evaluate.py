@@ -14,14 +14,14 @@ import math
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html import unescape
 from typing import Any
 
 from jobs.answer import AskSettings, packed_sources, prompt_costed
 from jobs.prompt import SOURCE_SEPARATOR, source_block
 from jobs.second_stage import SecondStage
-from jobs.select import Selector
+from jobs.select import EMBEDDING_METHODS, Selector
 from pipelines.chunk import estimate_tokens
 from pipelines.store import Store
 
@@ -185,14 +185,14 @@ def evaluate(selector: Selector, store: Store, questions: Sequence[EvalQuestion]
             if selection.notice:
                 funnel.notices.append(selection.notice)
             funnel.best_scores[method] = selection.candidates[0].score if selection.candidates else None
-            if selection.method_used in ("embedding", "hybrid"):
+            if selection.method_used in EMBEDDING_METHODS:
                 funnel.best_similarity[method] = selection.best_similarity
             funnel.ranks[method] = next((c.rank for c in selection.candidates if c.chunk_id in wanted), None)
             # What the answerer really sends: the same costing, packing and numbering (jobs/answer.py).
             costed = prompt_costed(selection.candidates)
             if stage is not None:
                 staged, _trail = stage.apply(q.question, costed,
-                                             embeddings=selection.method_used in ("embedding", "hybrid"))
+                                             embeddings=selection.method_used in EMBEDDING_METHODS)
                 costed = prompt_costed(staged)
             funnel.packing_ranks[method] = next((c.rank for c in costed if c.chunk_id in wanted), None)
             first = packed_sources(costed, top_k=packing.top_k, token_budget=packing.token_budget, merge=packing.merge)
@@ -342,3 +342,40 @@ def loss_lines(funnels: Sequence[QuestionFunnel], summary: dict[str, dict[str, A
         lines.append(f"{m}: answer in the top 40 {summary[m]['answer_in_top_40']:.3f}, in the prompt "
                      f"{summary[m]['answer_in_prompt']:.3f}; lost: " + ", ".join(f"{loss} {counts[loss]}" for loss in LOSSES))
     return lines
+
+
+def eval_questions(questions: Sequence[Any]) -> list[EvalQuestion]:
+    """A job file's questions (``jobs.config`` models) as the funnel reads them."""
+    return [EvalQuestion(q.id, q.question, tuple(q.expect), q.url, tuple(q.urls) if q.urls else None,
+                         tuple(q.also_urls)) for q in questions]
+
+
+def in_job_scope(questions: Sequence[EvalQuestion], store: Any, job_name: str, scope: str) -> list[EvalQuestion]:
+    """As `webqa run` without a crawl: a question without its own URLs searches the pages of the job's last
+    finished crawl, less those gone since (unless the job searches the whole database or never crawled)."""
+    if scope == "database" or not store.job_page_urls(job_name):
+        return list(questions)
+    pages = tuple(store.job_scope(job_name))
+    return [q if q.urls else replace(q, urls=pages) for q in questions]
+
+
+def eval_json(funnels: Sequence[QuestionFunnel], summary: dict[str, dict[str, Any]], methods: Sequence[str],
+              packing: Packing, k: int) -> dict[str, Any]:
+    """`webqa eval --json`: the settings, the summary, and each question's funnel."""
+    return {
+        "methods": list(methods),
+        "packing": {"top_k": packing.top_k, "token_budget": packing.token_budget,
+                    "retry_factor": packing.retry_factor},
+        "summary": summary,
+        "questions": [_funnel_json(f, methods, k) for f in funnels],
+    }
+
+
+def _funnel_json(f: QuestionFunnel, methods: Sequence[str], k: int) -> dict[str, Any]:
+    return {"id": f.question.id, "in_html": f.in_html, "in_text": f.in_text,
+            "answer_chunks": f.answer_chunks, "ranks": f.ranks, "best_scores": f.best_scores,
+            "best_similarity": f.best_similarity, "in_prompt": f.in_prompt,
+            "in_prompt_wider": f.in_prompt_wider, "evidence_tokens": f.prompt_tokens,
+            "lost_at": {m: f.lost_at(m, k) for m in methods},
+            "packing_ranks": f.packing_ranks, "cut_ranks": f.cut_ranks,
+            "prompt_loss": {m: f.prompt_loss(m) for m in methods}}

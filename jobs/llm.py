@@ -482,6 +482,11 @@ class OllamaAccess:
     embedding_unavailable: str | None  # why embedding selection cannot be used, with the fix
     unreachable: LLMUnavailableError | None  # the server did not answer at all
 
+    def extractive_instead(self, method: str, *, bm25_instead: bool) -> str:
+        """The notice of a command that answers without the unreachable LLM (and selects without embeddings)."""
+        also = f" and selected with bm25 instead of {method}" if bm25_instead else ""
+        return f"{self.unreachable}; answered extractively (quoting the best sentences) instead{also}"
+
 
 def connect(settings: OllamaSettings, *, chat: bool, embeddings: bool) -> OllamaAccess:
     """Ping the server once and check the models a command needs.

@@ -32,11 +32,12 @@ class QuestionPool:
 
     def __init__(self, job: JobConfig, options: RunOptions, notify: Notify, notices: list[str], degraded: list[str],
                  answerer: QuestionAnswerer, changes: ChangeTracker | None, stale: dict[str, datetime],
-                 counts: dict[str, int], failed_ids: list[str]) -> None:
+                 counts: dict[str, int], failed_ids: list[str], *, bm25_from_start: bool = False) -> None:
         self.job, self.options, self.notify, self.notices, self.degraded = job, options, notify, notices, degraded
         self.answerer, self.changes, self.stale = answerer, changes, stale
         self.counts, self.failed_ids = counts, failed_ids
         self.fell_back: list[str] = []  # questions whose selection fell back to bm25 (the embedding model failed)
+        self.bm25_from_start = bm25_from_start  # the run said at its start it selects with bm25: not counted again
         self.fatal: WebqaError | None = None
         self.interrupted = False
         self.hosts = answerer.llm if isinstance(answerer.llm, HostPool) else None
@@ -104,8 +105,7 @@ class QuestionPool:
         count(self.counts, outcome, self.options.dry_run)
         if outcome.error:
             self.failed_ids.append(spec.id)
-        if (obj.get("method_used") not in (None, self.job.selection.method)
-                and not access_degraded_selection(self.degraded)):
+        if obj.get("method_used") not in (None, self.job.selection.method) and not self.bm25_from_start:
             self.fell_back.append(spec.id)
         self.notify(progress_line(len(done_ids), total, obj, self.options.dry_run))
 
@@ -156,11 +156,6 @@ def in_flight(hosts: HostPool | None, answerer: QuestionAnswerer, parallel: int)
     if hosts is None or answerer.answerer != "llm":
         return parallel
     return hosts.capacity or parallel  # none left: let them through to the no-LLM path at once
-
-
-def access_degraded_selection(degraded: list[str]) -> bool:
-    """Whether the run already said, at its start, that it selects with bm25 instead of embeddings."""
-    return any("selected with bm25 instead of" in d for d in degraded)
 
 
 def mark_stale(obj: dict[str, Any], stale: dict[str, datetime]) -> None:

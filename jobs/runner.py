@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -25,9 +24,8 @@ import duckdb
 from jobs.answer_phase import answer_all, ollama_settings
 from jobs.config import JobConfig
 from jobs.crawl_phase import CrawlReport, crawl_options, run_crawl_phase
-from jobs.errors import StoreError, WebqaError
+from jobs.errors import WebqaError, require_database
 from jobs.lock import RunLock
-from jobs.question_pool import access_degraded_selection
 from jobs.resume import resumable_run
 from jobs.run_options import Notify, RunOptions
 from jobs.run_report import RunResult, read_back
@@ -37,7 +35,7 @@ from jobs.storage_failures import is_storage_failure, storage_error
 from jobs.verdict import Verdict, verdict
 
 __all__ = [
-    "CrawlReport", "Notify", "Run", "RunOptions", "RunResult", "RunSignals", "Verdict", "access_degraded_selection",
+    "CrawlReport", "Notify", "Run", "RunOptions", "RunResult", "RunSignals", "Verdict",
     "crawl_options", "ollama_settings", "read_back", "run_job", "storage_error", "verdict",
 ]
 
@@ -53,19 +51,17 @@ def _run_job(job: JobConfig, options: RunOptions, notify: Notify | Callable[[str
              signals: RunSignals) -> RunResult:
     if not isinstance(notify, Notify):
         notify = Notify(notify)
-    if not options.crawl and not options.resume and not Path(options.db).exists():
-        # Opening it would create an empty database (and a lock file) only to report "no chunks".
-        raise StoreError(f"{options.db}: no such database; run `webqa crawl` (or `webqa run` without --no-crawl) "
-                         "first, or pass --db")
+    if not options.crawl and not options.resume:
+        # Opening a missing one would create an empty database (and a lock file) only to report "no chunks".
+        require_database(options.db)
     if options.crawl:
         from crawler.run import gather_urls
 
         gather_urls(crawl_options(job, options))  # a job without a usable URL list: exit 2 before anything opens
     with RunLock(options.db, options.wait_seconds):
         resume = resumable_run(job, options, notify) if options.resume else None
-        if resume is None and not options.crawl and not Path(options.db).exists():
-            raise StoreError(f"{options.db}: no such database; run `webqa crawl` (or `webqa run` without --no-crawl) "
-                             "first, or pass --db")
+        if resume is None and not options.crawl:
+            require_database(options.db)
         run = Run(job, options, notify, signals)
         run.begin(resume)
         signals.started = True

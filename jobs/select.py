@@ -35,6 +35,7 @@ from pipelines.vectors import embed_windows
 log = logging.getLogger(__name__)
 
 METHODS = ("keyword", "bm25", "embedding", "hybrid")
+EMBEDDING_METHODS = ("embedding", "hybrid")  # the methods that need Ollama's embeddings
 # Hybrid = min-max normalised score fusion (CombSUM), equal weights, chosen over reciprocal-rank fusion on the
 # dev set (figures: BENCHMARKS.md, "Figures behind code comments"). Rank fusion throws away how far ahead a
 # list's best hit is: a bm25 score far above the rest of its list (an exact term match) or a cosine far above
@@ -205,7 +206,7 @@ class Selector:
         scope = sorted(set(urls)) if urls else None
         notice = None
         used = method
-        if method in ("embedding", "hybrid") and not self._embeddings_usable(scope):
+        if method in EMBEDDING_METHODS and not self._embeddings_usable(scope):
             used = "bm25"
             notice = f"{method} selection unavailable ({self._embedding_error}); using bm25"
         if used == "keyword":

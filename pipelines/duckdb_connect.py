@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines import schema
-from pipelines.errors import DatabaseLockedError, StoreError
+from pipelines.errors import DatabaseLockedError, StoreError, require_database
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +39,8 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
     """Open the DuckDB file, translating lock and corruption errors into one-line errors."""
     tell_duckdb_pandas_is_absent()
     path = Path(path)
-    if read_only and not path.exists():
-        raise StoreError(f"{path}: no such database; run `webqa crawl` first or pass --db")
+    if read_only:
+        require_database(path)
     if path.parent and not path.parent.exists():
         raise StoreError(f"{path}: folder {path.parent} does not exist")
     try:

@@ -7,7 +7,9 @@ jobs/ all raise from it without importing upwards (``jobs.errors`` re-exports it
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from os import PathLike
 from enum import IntEnum
 from typing import Protocol
 
@@ -58,6 +60,21 @@ class DatabaseLockedError(WebqaError):
 class StoreError(WebqaError):
     """What is stored cannot be used: the database (its folder, its lock file, the output folder) cannot be
     opened, is not a webqa database, or does not hold what was asked for. A failed write is ``WriteFailedError``."""
+
+
+class NoSuchDatabase(StoreError):
+    """The --db file does not exist, for a command that only reads it (opening it would create it empty)."""
+
+    def __init__(self, path: str | PathLike[str]) -> None:
+        super().__init__(f"{path}: no such database; run `webqa crawl URL… --db {path}` (or `webqa run` without "
+                         "--no-crawl) first, or pass the --db that holds the pages")
+        self.path = path
+
+
+def require_database(path: str | PathLike[str]) -> None:
+    """Raise :class:`NoSuchDatabase` unless ``path`` exists: the one check and wording every command uses."""
+    if not os.path.exists(path):
+        raise NoSuchDatabase(path)
 
 
 class LLMError(WebqaError):

@@ -202,7 +202,7 @@ def test_ask_on_an_empty_or_missing_database(tmp_path: Path) -> None:
     done = ask(missing, PORT_Q, "--method", "bm25", "--dry-run")
     assert done.returncode == 3
     assert lines(done.stderr) == [f"Error: {missing}: no such database; run `webqa crawl URL… --db {missing}` "
-                                  "first, or pass --db"]
+                                  "(or `webqa run` without --no-crawl) first, or pass the --db that holds the pages"]
     assert not missing.exists()
     empty = tmp_path / "empty.duckdb"
     import duckdb

@@ -137,6 +137,35 @@ def test_db_that_is_a_folder_is_a_usage_error(command: str, tmp_path: Path) -> N
     assert list(folder.iterdir()) == []  # nothing (lock file, database) was created inside it
 
 
+# The commands that only read the database say the same line for a missing one, and create nothing.
+MISSING_DB_COMMANDS = {
+    "run": ["run", "job.yaml", "--no-crawl"],
+    "ask": ["ask", "a question", "--method", "bm25", "--dry-run"],
+    "eval": ["eval", "job.yaml", "--method", "bm25"],
+    "runs": ["runs"],
+    "diff": ["diff"],
+    "explain": ["explain", "1"],
+    "reindex": ["reindex"],
+}
+
+
+def test_every_command_that_reads_the_database_is_listed() -> None:
+    assert set(MISSING_DB_COMMANDS) == set(DB_COMMANDS) - {"crawl"}
+
+
+@pytest.mark.parametrize("command", sorted(MISSING_DB_COMMANDS))
+def test_missing_database_is_one_line_worded_once(command: str, tmp_path: Path) -> None:
+    from jobs.errors import NoSuchDatabase
+
+    missing = tmp_path / "missing.duckdb"
+    write_job(tmp_path, job_yaml([{"id": "port", "question": PORT_Q, "expect": ["8731"]}]))
+    done = webqa(*MISSING_DB_COMMANDS[command], "--db", missing, cwd=tmp_path, host=down_host())
+    assert done.returncode == 3, done.stderr
+    assert lines(done.stderr) == [f"Error: {NoSuchDatabase(missing)}"]
+    assert "no such database; run `webqa crawl URL… --db" in done.stderr
+    assert list(tmp_path.iterdir()) == [tmp_path / "job.yaml"]  # no database, no lock file
+
+
 # --------------------------------------------------------------------------------------------
 # 6. A misspelt required key
 

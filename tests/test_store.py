@@ -451,7 +451,7 @@ def test_database_held_by_another_process_is_one_line_error(tmp_path: Path) -> N
 
 
 def test_open_errors_name_the_file(tmp_path: Path) -> None:
-    with pytest.raises(StoreError, match="no such database; run `webqa crawl` first"):
+    with pytest.raises(StoreError, match="no such database; run `webqa crawl URL… --db "):
         Store.open(tmp_path / "missing.duckdb", read_only=True)
     with pytest.raises(StoreError, match="does not exist"):
         Store.open(tmp_path / "no-folder" / "webqa.duckdb")
