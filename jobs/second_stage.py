@@ -57,6 +57,27 @@ class StageSettings:
     # The best this many (after any reorder) are sent whole all the same: a passage can miss the answer,
     # and below the first few the chunk would not have fit the budget whole anyway.
     whole_top: int = 0
+    # Score the union of each first-stage list's top ``candidates`` (bm25's and the embedding's, by their own
+    # scores) instead of the fused order's top ``candidates``: a paraphrase the embedding ranks well can sit
+    # far down the fused order.
+    union: bool = False
+
+
+def stage_pool(candidates: Sequence[Candidate], n: int, union: bool) -> tuple[list[Candidate], list[Candidate]]:
+    """The candidates the stage scores and the rest, both in the given order: the top ``n``, or with ``union``
+    those in the top ``n`` of either list by its own score (bm25's, the embedding's; ties by URL and
+    position); candidates without either score count by their place in the order."""
+    if not union:
+        return list(candidates[:n]), list(candidates[n:])
+    chosen: set[int] = set()
+    for field in ("bm25_score", "embedding_score"):
+        scored = [(i, c) for i, c in enumerate(candidates) if getattr(c, field) is not None]
+        scored.sort(key=lambda e: (-getattr(e[1], field), e[1].url, e[1].ordinal))
+        chosen.update(i for i, _c in scored[:n])
+    unscored = [i for i, c in enumerate(candidates) if c.bm25_score is None and c.embedding_score is None]
+    chosen.update(unscored[: max(0, n - len(chosen))])
+    top = [c for i, c in enumerate(candidates) if i in chosen]
+    return top, [c for i, c in enumerate(candidates) if i not in chosen]
 
 
 def fuse_order(candidates: Sequence[Candidate], weight: float) -> list[Candidate]:
@@ -108,7 +129,7 @@ class SecondStage:
         ``passage_words``), ranks renumbered, and the trail. ``embeddings`` False: the selection fell
         back to bm25, so only a second model (if any) may embed; otherwise windows are scored lexically."""
         s = self.settings
-        top = list(candidates[: s.candidates])
+        top, rest = stage_pool(candidates, s.candidates, s.union)
         before = [c.chunk_id for c in top]
         trail = RerankTrail("unchanged", before, before, model=self.model)
         started = time.monotonic()
@@ -141,7 +162,7 @@ class SecondStage:
         scored = [as_passage(c, sc, s.passage_words) for c, sc in zip(top, scores, strict=True)]
         ordered = fuse_order(scored, weight)
         ordered = [replace(c, text=whole[c.chunk_id].text, span=None) if i < s.whole_top else c
-                   for i, c in enumerate(ordered)] + list(candidates[len(top):])
+                   for i, c in enumerate(ordered)] + rest
         trail.after = [c.chunk_id for c in ordered[: len(top)]]
         if trail.status == "unchanged" and trail.after != before:
             trail.status = "reranked"

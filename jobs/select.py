@@ -12,7 +12,8 @@ deterministically: ties are broken by page URL and position in the page, never b
   embedded once per model, ever (cached by its hash).
 - ``hybrid``: normalised score fusion of bm25 and embedding: each list's scores are min-max scaled to
   [0, 1] within the question's pool, and a chunk's score is the mean of the two (0 for a list that did
-  not rank it). See ``HYBRID_BM25_WEIGHT`` for the measurement behind it.
+  not rank it). See ``HYBRID_BM25_WEIGHT`` for the measurement behind it. Every chunk of either list is
+  kept: the pool is their union.
 """
 
 from __future__ import annotations
@@ -327,7 +328,10 @@ class Selector:
                     embedding_score=merged.embedding_score if merged.embedding_score is not None else candidate.embedding_score,
                 )
         order = sorted(fused.values(), key=lambda e: (-round(e["score"], 8), e["candidate"].url, e["candidate"].ordinal))
-        return [replace(e["candidate"], score=round(e["score"], 8)) for e in order[: self.pool]]
+        # The whole union is kept (up to twice the pool): a chunk near the end of one list scores low in the
+        # fusion, yet the second stage can lift it (BENCHMARKS.md, "Selection, round 4"); the fused order of
+        # the rest is unchanged by what follows it.
+        return [replace(e["candidate"], score=round(e["score"], 8)) for e in order]
 
     # -- embeddings cache -------------------------------------------------------------------------
 
