@@ -29,7 +29,6 @@ from jobs.config_types import (
     StrictModel,
     parse_duration,
 )
-from jobs.select import METHODS
 from jobs.typed import check_type_text
 from pipelines import defaults
 
@@ -221,7 +220,7 @@ class PassagesConfig(StrictModel):
 class SelectionConfig(StrictModel):
     """How chunks are chosen as evidence for a question."""
 
-    method: Literal[METHODS] = Field(  # type: ignore[valid-type]
+    method: Literal[defaults.SELECTION_METHODS] = Field(  # type: ignore[valid-type]
         defaults.SELECTION_METHOD, description="Chunk ranking method."
     )
     top_k: PosInt = Field(

@@ -29,13 +29,13 @@ import duckdb
 from jobs.errors import LLMError, WebqaError
 from jobs.extractive import content_words, stem
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for, vector_space
-from pipelines import search_index, vectors
+from pipelines import defaults, search_index, vectors
 from pipelines.vectors import embed_windows
 
 log = logging.getLogger(__name__)
 
-METHODS = ("keyword", "bm25", "embedding", "hybrid")
-EMBEDDING_METHODS = ("embedding", "hybrid")  # the methods that need Ollama's embeddings
+METHODS = defaults.SELECTION_METHODS
+EMBEDDING_METHODS = defaults.EMBEDDING_METHODS
 # Hybrid = min-max normalised score fusion (CombSUM), equal weights, chosen over reciprocal-rank fusion on the
 # dev set (figures: BENCHMARKS.md, "Figures behind code comments"). Rank fusion throws away how far ahead a
 # list's best hit is: a bm25 score far above the rest of its list (an exact term match) or a cosine far above

@@ -39,6 +39,10 @@ PDF_EXTRACT_TIMEOUT = 120.0
 
 # Selection, the same for `webqa run` (a job's selection:), `webqa ask` and `webqa eval`.
 SELECTION_METHOD = "hybrid"
+# The selection methods, here rather than in jobs/select.py so that the CLI parser and the job models read them
+# without importing DuckDB.
+SELECTION_METHODS = ("keyword", "bm25", "embedding", "hybrid")
+EMBEDDING_METHODS = ("embedding", "hybrid")  # the methods that need Ollama's embeddings
 # Most chunks sent to the answerer: a ceiling, the token budget is what binds (BENCHMARKS.md, "Answer in the prompt").
 TOP_K = 40
 # Most estimated tokens of evidence per question.

@@ -9,7 +9,6 @@ from jobs import llm_defaults as llm  # Ollama's defaults, without importing the
 from jobs.cli.console import Console, print_json, show
 from jobs.cli.options import add_db, non_negative_int, similarity
 from jobs.errors import ConfigError, ExitCode, WebqaError, require_database
-from jobs.select import EMBEDDING_METHODS, METHODS
 from pipelines import defaults
 
 NAME = "ask"
@@ -23,7 +22,7 @@ def add_arguments(ask: argparse.ArgumentParser) -> None:
     ask.add_argument("--job", metavar="NAME",
                      help="only search the pages that job's crawls reached (default: the whole database)")
     add_db(ask)
-    ask.add_argument("--method", choices=METHODS, default=defaults.SELECTION_METHOD,
+    ask.add_argument("--method", choices=defaults.SELECTION_METHODS, default=defaults.SELECTION_METHOD,
                      help=f"chunk ranking method (default {defaults.SELECTION_METHOD}, as a job's)")
     ask.add_argument("--top-k", type=non_negative_int, default=defaults.TOP_K,
                      help=f"most chunks sent to the answerer, a ceiling (default {defaults.TOP_K}, as a job's)")
@@ -96,7 +95,7 @@ def _access(args: argparse.Namespace, console: Console) -> tuple[Any, str, str |
     from jobs.llm import OllamaSettings, connect
 
     chat = args.answerer == "llm" and not args.dry_run
-    wants_embeddings = args.method in EMBEDDING_METHODS
+    wants_embeddings = args.method in defaults.EMBEDDING_METHODS
     access = connect(OllamaSettings(model=args.model, embedding_model=args.embedding_model),
                      chat=chat, embeddings=wants_embeddings)
     if access.unreachable is None or not chat:

@@ -9,7 +9,7 @@ from pathlib import Path
 from jobs.cli.console import Console, show
 from jobs.cli.options import add_db, non_negative_int
 from jobs.errors import ConfigError, ExitCode, require_database
-from jobs.select import EMBEDDING_METHODS, METHODS
+from pipelines import defaults
 
 NAME = "eval"
 HELP = "where are answers lost? the coverage funnel and recall per selection method"
@@ -23,7 +23,7 @@ def add_arguments(evaluate: argparse.ArgumentParser) -> None:
     evaluate.add_argument("questions", type=Path, metavar="QUESTIONS.yaml",
                           help="a job file whose questions have expect (and url)")
     add_db(evaluate)
-    evaluate.add_argument("--method", action="append", choices=METHODS,
+    evaluate.add_argument("--method", action="append", choices=defaults.SELECTION_METHODS,
                           help="methods to compare (repeatable; default: all four)")
     evaluate.add_argument("--top-k", type=non_negative_int, default=5,
                           help="rank that counts as found for 'lost at selection' (default 5)")
@@ -48,13 +48,13 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     if not any(q.expect for q in questions):
         raise ConfigError(f"{args.questions}: no question has `expect` phrases; "
                           "eval needs them to know what a right chunk contains")
-    methods = list(dict.fromkeys(args.method or METHODS))
+    methods = list(dict.fromkeys(args.method or defaults.SELECTION_METHODS))
     require_database(args.db)
     access = connect(ollama_settings(job), chat=False,
-                     embeddings=any(m in EMBEDDING_METHODS for m in methods))
+                     embeddings=any(m in defaults.EMBEDDING_METHODS for m in methods))
     if access.embedding_unavailable:
         console.notifier()(f"Notice: {access.embedding_unavailable}; leaving out embedding and hybrid")
-        methods = [m for m in methods if m not in EMBEDDING_METHODS] or ["bm25"]
+        methods = [m for m in methods if m not in defaults.EMBEDDING_METHODS] or ["bm25"]
     with open_session(args.db, access, embedding_model=job.embedding_model, prefixes=job.embedding_prefixes(),
                       no_chunks=f"{args.db} holds no chunks to evaluate") as session:
         questions = in_job_scope(questions, session.store, job.name, job.scope)
