@@ -245,7 +245,7 @@ class SelectionConfig(StrictModel):
     )
     rerank: RerankConfig | None = Field(
         None, description="Off unless set: the answering model reorders the top candidates before packing (one "
-        "more LLM call per question; BENCHMARKS.md, 'Selection, round 3'). {} takes the defaults.",
+        "more LLM call per question; BENCHMARKS.md, 'Answer in the prompt (selection)'). {} takes the defaults.",
     )
     second_stage: SecondStageConfig | None = Field(
         None, description="Off unless set: the top candidates are scored again by their best sentence window "

@@ -1,7 +1,7 @@
 """Opt-in listwise rerank: the job's own Ollama model orders the top candidates of a selection.
 
 The hybrid ranking usually finds the right page, but a neighbouring chunk of it often wins (BENCHMARKS.md,
-"Answer in the prompt"). A bi-encoder cannot tell the two apart; a model that reads the question and the
+"Answer in the prompt (selection)"). A bi-encoder cannot tell the two apart; a model that reads the question and the
 passages side by side can. With ``selection.rerank: {candidates: N}`` a question costs one more chat call:
 the top N candidates go to the model as short numbered excerpts, and it replies with their numbers in the
 order it judges best. Packing then takes the candidates in that order.

@@ -1,7 +1,7 @@
 """The second stage: score the pool's best candidates by their sentence windows, reorder, cut passages.
 
 The first stage (jobs/select.py) ranks whole chunks; the answer is usually among its top 40 but often not
-among the few whole chunks that fit the token budget (BENCHMARKS.md, "Selection, round 3"). This stage
+among the few whole chunks that fit the token budget (BENCHMARKS.md, "Answer in the prompt (selection)"). This stage
 takes the top ``candidates`` and, for each, scores every sentence window (jobs/passages.py) against the
 question with an embedding model: the job's own, or a second one served by the same Ollama
 (``selection.second_stage.embedding_model``). Then:

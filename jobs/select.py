@@ -329,7 +329,7 @@ class Selector:
                 )
         order = sorted(fused.values(), key=lambda e: (-round(e["score"], 8), e["candidate"].url, e["candidate"].ordinal))
         # The whole union is kept (up to twice the pool): a chunk near the end of one list scores low in the
-        # fusion, yet the second stage can lift it (BENCHMARKS.md, "Selection, round 4"); the fused order of
+        # fusion, yet the second stage can lift it (BENCHMARKS.md, "Answer in the prompt (selection)"); the fused order of
         # the rest is unchanged by what follows it.
         return [replace(e["candidate"], score=round(e["score"], 8)) for e in order]
 

@@ -43,12 +43,12 @@ SELECTION_METHOD = "hybrid"
 # without importing DuckDB.
 SELECTION_METHODS = ("keyword", "bm25", "embedding", "hybrid")
 EMBEDDING_METHODS = ("embedding", "hybrid")  # the methods that need Ollama's embeddings
-# Most chunks sent to the answerer: a ceiling, the token budget is what binds (BENCHMARKS.md, "Answer in the prompt").
+# Most chunks sent to the answerer: a ceiling, the token budget is what binds (BENCHMARKS.md, "Answer in the prompt (selection)").
 TOP_K = 40
 # Most estimated tokens of evidence per question.
 TOKEN_BUDGET = 3000
 # The second stage (selection.second_stage): how many of the best candidates are scored again by their best
-# sentence window, and that score's share in their new order (BENCHMARKS.md, "Selection, round 3").
+# sentence window, and that score's share in their new order (BENCHMARKS.md, "Answer in the prompt (selection)").
 SECOND_STAGE_CANDIDATES = 40
 SECOND_STAGE_WEIGHT = 0.5
 # Most words of a passage (selection.passages, opt-in).
