@@ -30,6 +30,7 @@ from typing import Any
 from jobs.errors import LLMError, LLMUnavailableError, ModelNotFoundError
 from jobs.llm import (ChatResult, LLMReplyError, LLMServerError, OllamaAccess, OllamaClient, OllamaSettings,
                       ReplyDeadlineError, reply_problem)
+from jobs.typed import judged_schema
 
 __all__ = ["HOST_FAILURES", "HostPool", "HostSpec", "connect_hosts"]
 
@@ -121,7 +122,7 @@ class HostPool:
                 reply = exc
             finally:
                 self._release(host)
-            why = str(reply) if isinstance(reply, LLMReplyError) else reply_problem(reply, schema,
+            why = str(reply) if isinstance(reply, LLMReplyError) else reply_problem(reply, judged_schema(schema),
                                                                                    host.client.settings.model)
             if why is None:
                 assert isinstance(reply, ChatResult)

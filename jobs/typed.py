@@ -31,7 +31,7 @@ from datetime import date
 from typing import Any
 
 __all__ = ["KINDS", "TEXT", "AnswerType", "TypedValue", "answer_schema", "check_type_text", "check_value",
-           "parse_type", "prompt_question", "reply_answered", "value_key", "value_schema", "value_text"]
+           "judged_schema", "parse_type", "prompt_question", "reply_answered", "value_key", "value_schema", "value_text"]
 
 KINDS = ("yes_no", "number", "date", "list", "enum", "text")
 MAX_LIST_ITEMS = 100  # a list answer longer than this is a page dump, not an answer
@@ -100,14 +100,21 @@ def value_schema(atype: AnswerType) -> dict[str, Any]:
 
 def answer_schema(base: Mapping[str, Any], atype: AnswerType) -> dict[str, Any]:
     """The reply schema for a question of ``atype``: ``base`` (answer, citations, confidence) plus
-    ``answered``, and for a typed question ``value``. Both are required of a typed question; a text
-    question may leave ``answered`` out (the phrase "Not enough information" is read then)."""
+    ``answered``, and for a typed question ``value``, all required, so that Ollama's grammar makes every reply
+    say whether it answers in a field, whatever the language of its words."""
     properties = {**base["properties"], "answered": {"type": "boolean"}}
-    required = list(base["required"])
+    required = [*base["required"], "answered"]
     if atype.typed:
         properties["value"] = value_schema(atype)
-        required += ["answered", "value"]
+        required.append("value")
     return {**base, "properties": properties, "required": required}
+
+
+def judged_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The schema a reply is judged by before it is used: ``schema`` with ``answered`` optional, since a server
+    that does not apply the grammar may leave it out of a text answer, and the phrase is read then."""
+    required = [key for key in schema.get("required") or () if key != "answered"]
+    return {**schema, "required": required}
 
 
 _HINTS = {

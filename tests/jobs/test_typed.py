@@ -9,7 +9,7 @@ from jobs.answer import typed_value
 from jobs.changes import CHANGED, REWORDED, UNCHANGED, classify, evidence_of
 from jobs.llm import schema_problem
 from jobs.prompt import ANSWER_SCHEMA, Source
-from jobs.typed import TEXT, AnswerType, answer_schema, check_value, parse_type, value_key
+from jobs.typed import TEXT, AnswerType, answer_schema, check_value, judged_schema, parse_type, value_key
 from jobs.typed_extract import fill_extractive, number_problem
 from jobs.validate import validate_answer
 
@@ -42,9 +42,12 @@ def test_the_schema_asks_for_a_value_of_the_type_and_answered(kind: str, good: o
     assert checked.value is None and checked.answered and checked.problem and "value" in checked.problem
 
 
-def test_a_text_question_keeps_the_base_schema_and_its_value_is_its_words() -> None:
+def test_a_text_question_says_answered_in_a_field_and_its_value_is_its_words() -> None:
     schema = answer_schema(ANSWER_SCHEMA, TEXT)
-    assert schema["required"] == ANSWER_SCHEMA["required"] and "value" not in schema["properties"]
+    assert schema["required"] == [*ANSWER_SCHEMA["required"], "answered"] and "value" not in schema["properties"]
+    # A reply without the field (a server that ignores the grammar) is still usable: the phrase is read then.
+    reply = {"answer": "No hay suficiente información.", "citations": [], "confidence": "low"}
+    assert schema_problem(reply, schema) is not None and schema_problem(reply, judged_schema(schema)) is None
     assert check_value(TEXT, {"answer": "Port 8731 [1]."}, False).value == "Port 8731."
 
 

@@ -186,6 +186,15 @@ def test_not_enough_information_without_citations_is_grounded() -> None:
     assert v.grounded and v.not_enough_information and v.checks == []
 
 
+def test_the_answered_field_decides_in_any_language() -> None:
+    # "Not enough information" is a field of the reply: words in another language are not read as an answer.
+    v = validate_answer({"answer": "No hay suficiente información.", "citations": [], "confidence": "low",
+                         "answered": False}, SOURCES)
+    assert v.grounded and v.not_enough_information
+    v = validate_answer({"answer": "No hay suficiente información.", "citations": [], "confidence": "low"}, SOURCES)
+    assert not v.not_enough_information  # without the field only the English phrase is known
+
+
 def test_answer_without_citations_is_not_grounded() -> None:
     v = validate_answer({"answer": "Use pip.", "citations": [], "confidence": "high"}, SOURCES)
     assert not v.grounded and not v.not_enough_information and v.failed == []
