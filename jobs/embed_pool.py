@@ -4,8 +4,9 @@
 :meth:`EmbedPool.embed` cuts the texts into batches of ``embed_batch``, puts them on a queue shared by
 one worker thread per host in use, and returns the vectors in the texts' order, so the caller inserts
 them in bulk as with one host. Each request keeps the client's own bounded retries and timeouts. A host
-that still fails a batch (unreachable, 5xx, the model gone) is retired for the rest of the run with one
-``Notice:`` log line, and its batch goes back on the queue for another host. When no host is left the
+that still fails a batch (unreachable, 5xx, the model gone) is retired for the rest of the run (a log
+line then, one notice at the run's end: :func:`retirement_notices`), and its batch goes back on the queue
+for another host. When no host is left the
 pool raises :class:`LLMUnavailableError`, which selection already answers with bm25.
 
 A request the server rejected (4xx) or a reply of the wrong size is raised at once, as with one host:
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from jobs.errors import LLMError, LLMUnavailableError, ModelNotFoundError
 from jobs.llm import LLMServerError, OllamaClient
 
-__all__ = ["EmbedPool", "embedder_for"]
+__all__ = ["EmbedPool", "embedder_for", "retirement_notices"]
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +108,9 @@ class EmbedPool:
                 return
             self._retired[client.host] = why
             left = [c.host for c in self._clients if c.host not in self._retired]
-        log.warning("Notice: Ollama host %s retired from embedding for the rest of the run: %s; %s", client.host,
-                    why, f"its batches go to {', '.join(left)}" if left else "no embedding host is left")
+        # Said here as it happens (-v); the run says it once more as a notice at its end (retirement_notices).
+        log.info("Ollama host %s retired from embedding for the rest of the run: %s; %s", client.host,
+                 why, f"its batches go to {', '.join(left)}" if left else "no embedding host is left")
 
     def _count(self, client: OllamaClient, texts: int) -> None:
         with self._lock:
@@ -156,3 +158,14 @@ def embedder_for(clients: Sequence[OllamaClient]) -> OllamaClient | EmbedPool | 
     if not clients:
         return None
     return clients[0] if len(clients) == 1 else EmbedPool(clients)
+
+
+def retirement_notices(embedder: object) -> list[str]:
+    """One notice per host retired from embedding during the run (none for a single client): capacity was
+    lost, not work, so they are notices, not a degraded run."""
+    if not isinstance(embedder, EmbedPool):
+        return []
+    left = embedder.hosts
+    then = f"the other batches went to {', '.join(left)}" if left else "no embedding host was left"
+    return [f"Ollama host {url} retired from embedding for the rest of the run: {why}; {then}"
+            for url, why in embedder.retired().items()]

@@ -2,7 +2,8 @@
 retired with one notice and its batches embedded elsewhere, no host left means bm25 as with one host.
 
 Two fake Ollama servers listen on 127.0.0.1 and 127.0.0.2, reached through the real `ollama` client; the
-windows are stored in a real DuckDB file and selected by the real Selector.
+windows are stored in a real DuckDB file and selected by the real Selector; the last test runs `webqa run`
+as a subprocess, as cron runs it.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from jobs.embed_pool import EmbedPool
+from jobs.embed_pool import EmbedPool, retirement_notices
 from jobs.hosts import HostSpec, connect_hosts
 from jobs.llm import OllamaClient, OllamaSettings
 from jobs.runstore import RunStore
 from jobs.select import Selector
 from pipelines import vectors
 from tests.support.fake_ollama import Fail, FakeOllama
+from tests.support.run import (  # noqa: F401 - crawled and db are fixtures, used by name
+    ALL, crawled, db, job_yaml, quoting_responder, read_jsonl, rows, run_dir, run_job, write_job)
 from tests.support.store import make_chunks, page_record
 
 MODEL = "nomic-embed-text"
@@ -79,8 +82,8 @@ def embed_requests(fake: FakeOllama) -> int:
     return len(fake.requests_to("/api/embed"))
 
 
-def notices(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("Notice:")]
+def retired_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "retired from embedding" in r.getMessage()]
 
 
 def dead_url() -> str:
@@ -123,8 +126,10 @@ def test_a_failing_host_is_retired_once_and_the_other_embeds_everything(
     assert vectors.windows_without_vectors(store.conn, None, selector(store, pool).vector_space) == []
     assert pool.embedded[second.url.rstrip("/")] == window_count(store) + 1
     assert list(pool.retired()) == [bad]
-    said = notices(caplog)
-    assert len(said) == 1 and bad in said[0] and "retired from embedding" in said[0]
+    said = retired_lines(caplog)
+    assert len(said) == 1 and said[0].startswith(f"Ollama host {bad} retired") and second.url in said[0]
+    (notice,) = retirement_notices(pool)
+    assert notice.startswith(f"Ollama host {bad} retired from embedding") and second.url in notice
     if failure == "500":
         assert embed_requests(first) == 2  # its own bounded retries, then never asked again
     pool.close()
@@ -139,7 +144,7 @@ def test_no_host_left_selects_with_bm25(two_hosts: tuple[FakeOllama, FakeOllama]
         chosen = selector(store, pool).select("rivers", "hybrid")
     assert chosen.method_used == "bm25" and chosen.candidates[0].url.endswith("/rivers")
     assert "every Ollama host that embeds was retired" in (chosen.notice or "")
-    assert len(notices(caplog)) == 2  # one line per host
+    assert len(retired_lines(caplog)) == 2 and len(retirement_notices(pool)) == 2  # one per host
     assert cached(store) == []
     pool.close()
 
@@ -156,3 +161,33 @@ def test_connect_hosts_pools_every_host_with_the_embedding_model(two_hosts: tupl
         assert isinstance(alone.embedder, OllamaClient)  # one host embeds as before
     finally:
         lacking.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# `webqa run` as cron runs it: a host failing its embedding batches is one line, the run unharmed
+
+
+@pytest.mark.e2e
+def test_a_run_embeds_on_the_host_left_and_says_so_once(tmp_path: Path, db: Path,
+                                                          two_hosts: tuple[FakeOllama, FakeOllama]) -> None:
+    first, second = two_hosts
+    for fake in two_hosts:
+        fake.chat_responder = quoting_responder
+    first.script_embed(*[Fail(500)] * 50)
+    text = job_yaml(ALL, method="hybrid").replace("ollama:\n", f"ollama:\n  hosts: [{first.url}, {second.url}]\n")
+    log = tmp_path / "webqa.log"
+    done = run_job(tmp_path, write_job(tmp_path, text), db, "-q", "--log-file", log, host=None)
+
+    assert done.returncode == 0 and done.stdout == done.stderr == "", done.stderr
+    logged = [line.split("] ", 1)[1] for line in log.read_text(encoding="utf-8").splitlines()]
+    # One notice at the end of the run, in the log file and the run's notes; not a degraded run.
+    said = [line for line in logged if "retired from embedding" in line]
+    assert len(said) == 1 and said[0].startswith(f"Notice: Ollama host {first.url} retired from embedding")
+    (run,) = rows(db, "SELECT status, notes FROM runs")
+    assert run["status"] == "done" and "retired from embedding" in run["notes"]
+    assert "retired from embedding" in (run_dir(tmp_path) / "report.md").read_text(encoding="utf-8")
+    assert len(first.requests_to("/api/embed")) == 2  # its bounded retries (max_attempts 2), then never again
+    assert len(second.requests_to("/api/embed")) >= 2
+    answers = read_jsonl(run_dir(tmp_path) / "answers.jsonl")
+    assert len(answers) == len(ALL) and all(a["error"] is None for a in answers)
+    assert not [line for line in logged if "using bm25" in line]  # every question selected with hybrid
