@@ -50,6 +50,11 @@ class EmbedPool:
         with self._lock:
             return [c.host for c in self._clients if c.host not in self._retired]
 
+    @property
+    def width(self) -> int:
+        """How many hosts embed at once: callers size their slices of windows by it."""
+        return max(1, len(self.hosts))
+
     def retired(self) -> dict[str, str]:
         """Host URL -> why, for every host retired during the run."""
         with self._lock:
