@@ -153,6 +153,9 @@ class _Round:
             except LLMError as exc:  # rejected or malformed: another host of the same model would do the same
                 self.errors.append(exc)
                 return
+            except Exception as exc:  # a bug: raised to the caller, never a batch retried round after round
+                self.errors.append(exc)
+                return
             self.done[start] = vectors
             self.pool._count(client, len(batch))
 

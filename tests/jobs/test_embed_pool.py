@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from jobs.embed_pool import EmbedPool, retirement_notices
+from jobs.errors import LLMError
 from jobs.hosts import HostSpec, connect_hosts
 from jobs.llm import OllamaClient, OllamaSettings
 from jobs.runstore import RunStore
@@ -161,6 +162,31 @@ def test_connect_hosts_pools_every_host_with_the_embedding_model(two_hosts: tupl
         assert isinstance(alone.embedder, OllamaClient)  # one host embeds as before
     finally:
         lacking.stop()
+
+
+def test_a_rejected_batch_is_raised_not_sent_elsewhere(two_hosts: tuple[FakeOllama, FakeOllama]) -> None:
+    first, second = two_hosts
+    first.script_embed(Fail(400))
+    second.script_embed(Fail(400))
+    pool = pool_of(first.url, second.url)
+    with pytest.raises(LLMError, match="rejected"):
+        pool.embed(["one text", "another"])  # one batch: whichever host takes it rejects it
+    assert pool.retired() == {} and embed_requests(first) + embed_requests(second) == 1
+    pool.close()
+
+
+def test_an_unexpected_error_in_a_worker_reaches_the_caller(two_hosts: tuple[FakeOllama, FakeOllama],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = two_hosts
+    pool = pool_of(first.url, second.url)
+
+    def broken(self: OllamaClient, texts: object, *, model: str | None = None) -> list[list[float]]:
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(OllamaClient, "embed", broken)
+    with pytest.raises(ValueError, match="a bug"):
+        pool.embed([f"text {i}" for i in range(8)])
+    pool.close()
 
 
 # --------------------------------------------------------------------------------------------
