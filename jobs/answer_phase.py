@@ -13,6 +13,7 @@ from jobs.answer import AskSettings, QuestionAnswerer, QuestionSpec
 from jobs.change_tracking import ChangeTracker
 from jobs.config import JobConfig
 from jobs.crawl_phase import CrawlReport
+from jobs.embed_pool import retirement_notices
 from jobs.errors import NothingToDoError, StoreError
 from jobs.history import RunDiff, compare_runs
 from jobs.hosts import HostPool, HostSpec, connect_hosts
@@ -186,6 +187,9 @@ def _closing_notices(run: Run, answerer: QuestionAnswerer, fell_back: list[str],
         notify.important(f"Notice: {notice}")
         notices.append(notice)
         degraded.append(notice)
+    for notice in retirement_notices(answerer.selector.embedder):
+        notify.important(f"Notice: {notice}")
+        notices.append(notice)
     if answerer.stage is not None and answerer.stage.notice:
         # Once per run: the second stage failed (a model missing, Ollama away) and the first stage's order was used.
         notify.important(f"Notice: {answerer.stage.notice}")

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence, Set as AbstractSet
 from dataclasses import dataclass, replace
 from typing import Any
 
+from jobs.embed_pool import embedder_for
 from jobs.errors import LLMError, LLMUnavailableError, ModelNotFoundError
 from jobs.llm import (ChatResult, LLMReplyError, LLMServerError, OllamaAccess, OllamaClient, OllamaSettings,
                       ReplyDeadlineError, reply_problem)
@@ -220,7 +221,7 @@ def connect_hosts(settings: OllamaSettings, hosts: Sequence[HostSpec], *, chat: 
     usable: list[tuple[OllamaClient, int]] = []
     problems: list[tuple[str, str]] = []  # (URL, why) of each host left out
     unreachable = 0
-    embedder: OllamaClient | None = None
+    embedders: list[OllamaClient] = []  # every usable host that has the embedding model
     embedding_missing: list[str] = []
     for spec in hosts:
         client = OllamaClient(replace(settings, host=spec.url))
@@ -231,14 +232,14 @@ def connect_hosts(settings: OllamaSettings, hosts: Sequence[HostSpec], *, chat: 
                 why = f"model {settings.model} is not available on {client.host}; run `ollama pull {settings.model}`"
             elif embeddings:
                 if client.has_model(settings.embedding_model):
-                    embedder = embedder or client
+                    embedders.append(client)
                 else:
                     embedding_missing.append(client.host)
         except LLMError as exc:  # down, or answering nonsense: left out either way
             why, unreachable = str(exc), unreachable + 1
         if why is None and chat:
             usable.append((client, spec.parallel))
-        elif why is None and client is embedder:
+        elif why is None and client in embedders:
             pass  # kept for embeddings only (a dry run)
         else:
             if why is not None:
@@ -247,6 +248,7 @@ def connect_hosts(settings: OllamaSettings, hosts: Sequence[HostSpec], *, chat: 
     if unreachable == len(hosts):
         error = LLMUnavailableError("no Ollama host is reachable: " + "; ".join(why for _, why in problems))
         return OllamaAccess(None, None, str(error), error)
+    embedder = embedder_for(embedders)
     embedding_unavailable = None
     if embeddings and embedder is None:
         model = settings.embedding_model

@@ -361,6 +361,8 @@ class Selector:
         # existed, text repeated on another page): selection must see those too.
         vectors.add_unit_vectors(self.conn, None, mapped)
         rows = vectors.windows_without_vectors(self.conn, scope, self.vector_space)
+        # Hosts wait while a slice is inserted: a slice per host keeps several hosts as busy as one.
+        batch *= getattr(self.embedder, "width", 1)
         for start in range(0, len(rows), batch):
             part = rows[start : start + batch]
             texts = [self.prefixes.document + embed_windows(heading, text)[index] for _key, index, heading, text in part]
