@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 from concurrent.futures import ThreadPoolExecutor
@@ -95,14 +96,25 @@ class StorePipeline:
         return pipeline
 
     def open_spider(self) -> None:
-        self.store = Store.open(self.db_path)
-        self.store.set_threads(1)
         # Every URL given counts as requested, the invalid ones included (they are logged); a URL listed
         # twice counts once.
         spider = self.crawler.spider
         requested = len(getattr(spider, "listed", ())) + sum(
             1 for problem in getattr(spider, "problems", ()) if not getattr(problem, "duplicate", False))
-        self.crawl_run_id = self.store.begin_crawl(self.job_name, urls_requested=requested)
+        try:
+            self.store = Store.open(self.db_path)
+            self.store.set_threads(1)
+            self.crawl_run_id = self.store.begin_crawl(self.job_name, urls_requested=requested)
+        except STORAGE_ERRORS as exc:
+            # The engine is still opening: record the failure now (one Error line at the end, not a
+            # traceback) and close the spider once it runs, before anything is fetched for nothing.
+            self._failed(exc, stop=False)
+            if self.store is not None:
+                with contextlib.suppress(*STORAGE_ERRORS):
+                    self.store.close()
+                self.store = None  # nothing of this crawl to finish at its close
+            asyncio.get_running_loop().call_soon(self._stop_after_failed_open)
+            return
         if self.crawler.stats is not None:
             self.crawler.stats.set_value("webqa/crawl_run_id", self.crawl_run_id)
         # One thread: the DuckDB connection is used by one thread at a time, writes stay in order.
@@ -310,8 +322,13 @@ class StorePipeline:
         self.failure = describe_storage_error(self.db_path, exc)
         if self.crawler.stats is not None:
             self.crawler.stats.set_value(STORAGE_ERROR_STAT, self.failure)
+        if stop:
+            self._stop_after_failed_open()
+
+    def _stop_after_failed_open(self) -> None:
+        """Close the spider for the storage error, once (the engine must be running)."""
         engine = self.crawler.engine
-        if stop and engine is not None and engine.spider is not None:
+        if engine is not None and engine.spider is not None and self._closing is None:
             self._closing = deferred_from_coro(engine.close_spider_async(reason=STORAGE_ERROR))
             self._closing.addErrback(lambda failure: log.debug("Closing the spider failed: %s", failure))
 
