@@ -34,6 +34,10 @@ class NotifyConfig(BaseModel):
         parts = urlsplit(value.strip())
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ValueError(f"expected an http(s) URL like 'https://hooks.example.org/webqa', got {value!r}")
+        try:
+            parts.port  # urllib reads the port only when asked: a bad one would fail after the run is saved
+        except ValueError:
+            raise ValueError(f"the port of {value!r} is not a number from 0 to 65535") from None
         return value.strip()
 
     @field_validator("command", mode="before")

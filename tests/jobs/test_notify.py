@@ -64,6 +64,7 @@ def test_the_command_gets_the_json_on_stdin_and_its_failure_is_named(tmp_path: P
 
 def test_the_config_wants_a_channel_and_an_http_url() -> None:
     assert NotifyConfig(command="notify-send 'webqa changed'").command == ["notify-send", "webqa changed"]
-    for bad in ({}, {"webhook": "ftp://x/"}, {"command": []}, {"webhook": "https://x/", "attempts": 0}):
+    for bad in ({}, {"webhook": "ftp://x/"}, {"command": []}, {"webhook": "https://x/", "attempts": 0},
+                {"webhook": "https://x:99999/"}, {"webhook": "https://x:abc/"}):
         with pytest.raises(ValueError):
             NotifyConfig(**bad)
