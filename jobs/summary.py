@@ -109,8 +109,10 @@ def _renumber(text: str, offset: int) -> str:
 def _reduce(parts: Sequence[Part]) -> tuple[dict[str, Any], Validation]:
     """The sections' answers in page order under one numbering of the sources."""
     answers, citations, checks, offset, confidences = [], [], [], 0, []
+    every_grounded = True  # a section with uncited words fails none of the checks, so its own verdict counts
     for part in parts:
         if part.data is not None and part.validation is not None and not part.validation.not_enough_information:
+            every_grounded = every_grounded and part.validation.grounded
             answers.append(_renumber(str(part.data["answer"]), offset))
             confidences.append(part.data.get("confidence"))
             for check in part.validation.checks:
@@ -125,7 +127,7 @@ def _reduce(parts: Sequence[Part]) -> tuple[dict[str, Any], Validation]:
     failed = [c for c in checks if not c.valid]
     confidence = next((c for c in ("low", "medium", "high") if c in confidences), "low")
     data = {"answer": "\n\n".join(answers), "citations": citations, "confidence": confidence, "answered": True}
-    return data, Validation(not failed and bool(checks), checks, failed, False)
+    return data, Validation(every_grounded and not failed and bool(checks), checks, failed, False)
 
 
 def summarise(answerer: QuestionAnswerer, spec: QuestionSpec) -> Outcome:
