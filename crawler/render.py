@@ -28,6 +28,8 @@ LAUNCH_ARGS = (
     "--disable-dev-shm-usage",
     # WebRTC would reach hosts on its own, past the request routing that applies the SSRF guard.
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    # A popup's requests would pass outside the page's routing (and so the SSRF guard); pages need none.
+    "--block-new-web-contents",
 )
 # Pages the one browser context renders at a time; more requests wait for a free page.
 MAX_PAGES = 4
@@ -150,7 +152,7 @@ def rendered_text_problem(html: str) -> str | None:
         root = lxml_html.document_fromstring(html)
     except (ValueError, lxml_html.etree.ParserError):
         return "rendered page has no text (JavaScript rendering: the document is empty)"
-    for element in root.iter(*_NOT_TEXT):
+    for element in list(root.iter(*_NOT_TEXT)):  # a list: dropping <head> mid-walk would end the walk
         element.drop_tree()
     if root.text_content().strip():
         return None

@@ -183,8 +183,11 @@ class RenderHandler(ScrapyPlaywrightDownloadHandler):
         async def handler(route: Route, browser_request: PlaywrightRequest) -> None:
             try:
                 await self._route(route, browser_request, url)
-            except PlaywrightError as exc:  # the page closed under the request (a bound, a crash)
+            except Exception as exc:  # a refused connection, the fetch's own timeout, the page closed under it
                 log.debug("Rendering %s: request %s not completed: %s", url, browser_request.url, exc)
+                # An unanswered route would hold the page's load event until the render's bound.
+                with suppress(PlaywrightError):
+                    await route.abort("failed")
 
         return handler
 

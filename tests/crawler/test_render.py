@@ -62,6 +62,9 @@ def test_the_policy_renders_every_page_or_the_matching_ones() -> None:
 def test_a_rendered_page_without_text_is_a_problem_and_one_with_text_is_not() -> None:
     assert rendered_text_problem("<html><head><title>T</title><script>x()</script></head><body>  </body></html>")
     assert rendered_text_problem("<html><body><noscript>enable JS</noscript><template>t</template></body></html>")
+    # A single-page-app shell: scripts in the head and the body, a noscript plea, an empty root.
+    assert rendered_text_problem("<html><head><script></script></head><body><div id=root></div>"
+                                 "<script>var b=2</script><noscript>enable JS</noscript></body></html>")
     assert rendered_text_problem("<html><body><p>Hello</p></body></html>") is None
 
 
