@@ -160,7 +160,9 @@ def _kind_problem(atype: AnswerType, value: Any) -> tuple[Any, str | None]:
     if kind == "yes_no":
         return (value, None) if isinstance(value, bool) else (None, f"value {_shown(value)} is not true or false")
     if kind == "number":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        # An int is finite however long (math.isfinite would overflow converting it to a float).
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
+            isinstance(value, int) or math.isfinite(value))
         if not ok:
             return None, f"value {_shown(value)} is not a number"
         return (int(value) if isinstance(value, float) and value.is_integer() else value), None

@@ -55,6 +55,8 @@ def test_a_bool_is_no_number_and_a_float_integer_is_an_integer() -> None:
     number = parse_type("number")
     assert check_value(number, {"value": True}, False).problem == "value true is not a number"
     assert check_value(number, {"value": 42.0}, False).value == 42
+    assert check_value(number, {"value": 10**400}, False).value == 10**400  # no OverflowError
+    assert check_value(number, {"value": float("nan")}, False).problem == "value NaN is not a number"
     assert check_value(number, {}, False).problem == "answered without a value of type number"
     assert check_value(parse_type("date"), {"value": "2026-02-30"}, False).problem is not None
     assert check_value(parse_type("enum(Low, High)"), {"value": "high"}, False).value == "High"
