@@ -50,13 +50,16 @@ def _encode(text: str) -> str:
 
 
 def text_fragment(matched: str) -> str | None:
-    """``:~:text=`` for the page's words a quote matched (fragments joined by an ellipsis become one range)."""
-    words = [w for w in _GAP.sub(" ", matched or "").split() if w]
-    if not words:
+    """``:~:text=`` for the page's words a quote matched. A quote with an ellipsis is a range from its first
+    fragment's start to its last fragment's end: the words around the gap are not next to each other on the
+    page, so no term may run across it."""
+    fragments = [words for part in _GAP.split(matched or "") if (words := part.split())]
+    if not fragments:
         return None
-    if len(words) <= RANGE_WORDS:
-        return ":~:text=" + _encode(" ".join(words))
-    return ":~:text=" + _encode(" ".join(words[:EDGE_WORDS])) + "," + _encode(" ".join(words[-EDGE_WORDS:]))
+    first, last = fragments[0], fragments[-1]
+    if len(fragments) == 1 and len(first) <= RANGE_WORDS:
+        return ":~:text=" + _encode(" ".join(first))
+    return ":~:text=" + _encode(" ".join(first[:EDGE_WORDS])) + "," + _encode(" ".join(last[-EDGE_WORDS:]))
 
 
 def fragment_link(citation: Mapping[str, Any]) -> str | None:

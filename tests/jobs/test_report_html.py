@@ -17,7 +17,10 @@ def test_the_spec_syntax_characters_are_percent_encoded() -> None:
 def test_a_long_quote_is_a_range_of_its_first_and_last_words_and_ellipses_join_fragments() -> None:
     words = " ".join(f"w{i}" for i in range(1, 16))
     assert text_fragment(words) == ":~:text=w1%20w2%20w3%20w4,w12%20w13%20w14%20w15"
-    assert text_fragment("one two three … four five six") == ":~:text=one%20two%20three%20four%20five%20six"
+    # An ellipsis: a range from the first fragment's start to the last one's end, no term across a gap.
+    assert text_fragment("one two three … four five six") == ":~:text=one%20two%20three,four%20five%20six"
+    assert text_fragment("the fee is 20 … payable by 1 March") == ":~:text=the%20fee%20is%2020,payable%20by%201%20March"
+    assert text_fragment("a b c d e f … g") == ":~:text=a%20b%20c%20d,g"
     assert text_fragment("   ") is None
 
 
