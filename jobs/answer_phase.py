@@ -150,12 +150,13 @@ def answer_questions(run: Run, store: RunStore, answerer: QuestionAnswerer, out_
                      changed=diff.changed_ids(reworded=options.fail_on_reworded) if diff is not None else [],
                      fail_on_change=options.fail_on_change or options.fail_on_reworded, dry_run=options.dry_run,
                      failed_questions=[q for q in order if q in failed_set])
-    _record_finish(store, run_id, result, counts, run.notices, resumed)
-    outputs = _write_all(run, out_dir, run_id, result, order, crawl, jsonl_path, diff, pool.hosts)
+    # Announced before the run's row and reports are written, so that a failed notification is in both.
     for problem in announce(job.notify, job.name, diff, out_dir, job.output.formats, allow_private=private_allowed(
             job.crawl.allow_private_networks, options.allow_private_networks)):
         run.notify.important(f"Notice: {problem}")  # a failed notification is a notice, never the exit code
         run.notices.append(problem)
+    _record_finish(store, run_id, result, counts, run.notices, resumed)
+    outputs = _write_all(run, out_dir, run_id, result, order, crawl, jsonl_path, diff, pool.hosts)
     if pool.fatal is not None:
         raise pool.fatal
     if pool.interrupted:

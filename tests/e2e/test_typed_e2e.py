@@ -254,4 +254,8 @@ def test_an_unchanged_run_posts_nothing_and_a_receiver_down_is_one_notice(tmp_pa
     notices = [line for line in fourth.stderr.splitlines() if "notification" in line]
     assert len(notices) == 1 and notices[0].startswith("Notice: notification not sent: webhook http://127.0.0.1:")
     assert "failed after 2 POSTs" in notices[0]
+    # Recorded where a cron user looks later: the run's row and its report.
+    (fourth_run,) = rows(db, "SELECT notes FROM runs WHERE run_id = 4")
+    assert "notification not sent" in fourth_run["notes"]
+    assert "notification not sent" in (out / "run-4" / "report.md").read_text(encoding="utf-8")
     assert "port" in rows(db, "SELECT question_id FROM answers WHERE run_id = 4 AND change = 'changed'")[0]["question_id"]
