@@ -5,8 +5,9 @@ renders nothing never imports playwright. The page's own request reaches this ha
 downloader like any other (SSRF guard, robots.txt, the host's delay). What the page then asks for (scripts,
 XHR and fetch, frames, and every redirect hop of each) is routed here: the same SSRF decision
 (``ssrf.check_address`` through the guarded resolver) and the same robots.txt decision
-(``RobotsPolicyMiddleware.decision``) before any byte leaves, then fetched by webqa with redirects off, so
-that the browser itself never connects anywhere. Images, fonts, media and stylesheets are not fetched:
+(``RobotsPolicyMiddleware.decision``) before any byte leaves, then fetched through the route (Playwright's
+fetcher, redirects off, each hop decided here), so that the page itself never connects anywhere. The fetcher
+resolves the name again when it connects: SECURITY.md says what that leaves open (rebinding). Images, fonts, media and stylesheets are not fetched:
 the text does not need them. WebSockets are answered by nobody.
 
 The overrides of scrapy-playwright's private methods are pinned to its version in pyproject.toml and
