@@ -18,6 +18,7 @@ import ipaddress
 import json
 import socket
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -108,6 +109,27 @@ def webhook_target(url: str, *, allow_private: bool) -> tuple[str, str]:
     return urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, "")), host
 
 
+def within(seconds: float, call: Any, *args: Any) -> None:
+    """``call(*args)`` with a bound on the whole of it: httpx bounds each connect, read and write, so a receiver
+    that sends a byte now and then would hold the run's end. The call goes on in a daemon thread, abandoned."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call(*args)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller below
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, name="webqa-notify", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if not outcome:
+        raise httpx.TimeoutException(f"no complete answer within {seconds:g} s")
+    if outcome[0] is not None:
+        raise outcome[0]
+
+
 def _transient(exc: BaseException) -> bool:
     if isinstance(exc, httpx.HTTPStatusError):
         return exc.response.status_code == 429 or exc.response.status_code >= 500
@@ -123,11 +145,14 @@ def post_webhook(url: str, body: dict[str, Any], *, timeout: float, attempts: in
     headers = {"Host": host if port in (None, default_port) else f"{host}:{port}", "User-Agent": USER_AGENT}
     made = 0
 
+    def post(client: httpx.Client) -> None:
+        response = client.post(target, json=body, headers=headers, extensions={"sni_hostname": host})
+        response.raise_for_status()
+
     def once(client: httpx.Client) -> None:
         nonlocal made
         made += 1
-        response = client.post(target, json=body, headers=headers, extensions={"sni_hostname": host})
-        response.raise_for_status()
+        within(timeout, post, client)  # notify.timeout is what one POST may take in all
 
     retrying = Retrying(stop=stop_after_attempt(attempts), wait=wait_exponential(multiplier=backoff_s, max=BACKOFF_MAX_S),
                         retry=retry_if_exception(_transient), reraise=True)

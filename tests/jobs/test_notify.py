@@ -68,3 +68,40 @@ def test_the_config_wants_a_channel_and_an_http_url() -> None:
                 {"webhook": "https://x:99999/"}, {"webhook": "https://x:abc/"}):
         with pytest.raises(ValueError):
             NotifyConfig(**bad)
+
+
+def test_a_receiver_that_trickles_its_answer_is_cut_off_by_the_attempts_bound() -> None:
+    # Each read gets a byte within httpx's per-read timeout, so only a bound on the whole POST ends it.
+    import socket
+    import threading
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            for _ in range(150):  # 30 s at most, so that a regression fails rather than hangs
+                if stop.wait(0.2):
+                    return
+                try:
+                    conn.sendall(b"a")
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(NotifyError, match="no complete answer within 1 s"):
+            post_webhook(f"http://127.0.0.1:{server.getsockname()[1]}/hook", BODY, timeout=1, attempts=1,
+                         allow_private=True)
+        assert time.monotonic() - started < 20
+    finally:
+        stop.set()
+        server.close()
