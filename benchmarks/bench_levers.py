@@ -271,9 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rerank-model", default="llama3.2:3b", help="the chat model for --rerank-host")
     parser.add_argument("--rerank-candidates", type=int, default=20)
     args = parser.parse_args(argv)
-    kind = br.use_devset(args.devset)
-    if not kind.db.exists():
-        sys.exit(f"{kind.db} does not exist: run benchmarks/bench_recall.py --devset {args.devset} first")
+    kind = br.crawled_devset(args.devset)
     from jobs.llm import OllamaClient, OllamaSettings
     from jobs.select import Selector
     from jobs.runstore import RunStore

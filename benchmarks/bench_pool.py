@@ -172,11 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results-name", default=None)
     parser.add_argument("--db", type=Path, default=None)
     args = parser.parse_args(argv)
-    kind = br.use_devset(args.devset)
-    if args.db is not None:
-        kind = replace(kind, db=args.db)
-    if not kind.db.exists():
-        sys.exit(f"{kind.db} does not exist: run benchmarks/bench_recall.py --devset {args.devset} first")
+    kind = br.crawled_devset(args.devset, args.db)
     from jobs.llm import OllamaClient, OllamaSettings
     from jobs.runstore import RunStore
     from jobs.second_stage import SecondStage, StageSettings

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -103,6 +104,16 @@ def use_devset(name: str) -> DevsetKind:
     kind = DEVSETS[name]
     QUESTIONS, URLS, CORPUS, DEVSET_DB, RESULTS_PREFIX = kind.questions, kind.urls, kind.corpus, kind.db, kind.results_prefix
     MIN_QUESTIONS, MIN_PARA, MIN_NONE = kind.minimums
+    return kind
+
+
+def crawled_devset(name: str, db: Path | None = None) -> DevsetKind:
+    """``use_devset(name)``, its database at ``db`` if given; exits when that database was never crawled."""
+    kind = use_devset(name)
+    if db is not None:
+        kind = dataclasses.replace(kind, db=db)
+    if not kind.db.exists():
+        sys.exit(f"{kind.db} does not exist: run benchmarks/bench_recall.py --devset {name} first")
     return kind
 
 

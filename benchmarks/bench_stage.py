@@ -207,11 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--half", choices=("tune", "check"), default=None,
                         help="only this half's questions (a slow variant, e.g. a chat model on a busy machine)")
     args = parser.parse_args(argv)
-    kind = br.use_devset(args.devset)
-    if args.db is not None:
-        kind = replace(kind, db=args.db)
-    if not kind.db.exists():
-        sys.exit(f"{kind.db} does not exist: run benchmarks/bench_recall.py --devset {args.devset} first")
+    kind = br.crawled_devset(args.devset, args.db)
     from jobs.llm import OllamaClient, OllamaSettings
     from jobs.runstore import RunStore
     from jobs.second_stage import SecondStage, StageSettings
