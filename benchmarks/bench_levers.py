@@ -281,9 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     results: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
-        url = stack.enter_context(br.embed_server(None))
-        client = stack.enter_context(OllamaClient(OllamaSettings(host=url, embedding_model=br.EMBEDDING_MODEL,
-                                                                 timeout_s=600, max_attempts=2)))
+        client = br.embedding_client(stack)
         store = stack.enter_context(RunStore.open(kind.db))
         conn = store.conn
         base = Selector(conn, embedder=client, embedding_model=br.EMBEDDING_MODEL, ensure_fts=store.load_fts)

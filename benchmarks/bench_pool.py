@@ -173,7 +173,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--db", type=Path, default=None)
     args = parser.parse_args(argv)
     kind = br.crawled_devset(args.devset, args.db)
-    from jobs.llm import OllamaClient, OllamaSettings
     from jobs.runstore import RunStore
     from jobs.second_stage import SecondStage, StageSettings
     from jobs.select import Selector
@@ -186,9 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     results: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
-        url = stack.enter_context(br.embed_server(None))
-        client = stack.enter_context(OllamaClient(OllamaSettings(host=url, embedding_model=br.EMBEDDING_MODEL,
-                                                                 timeout_s=600, max_attempts=2)))
+        client = br.embedding_client(stack)
         store = stack.enter_context(RunStore.open(kind.db))
         base = Selector(store.conn, embedder=client, embedding_model=br.EMBEDDING_MODEL, ensure_fts=store.load_fts)
         base.embed_missing()

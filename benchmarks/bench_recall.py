@@ -304,6 +304,15 @@ def corpus_server(port: int) -> Iterator[str]:
         _stop(proc)
 
 
+def embedding_client(stack: contextlib.ExitStack[Any], weights: str = EMBEDDING_MODEL) -> Any:
+    """A real ``ollama`` client on the embedding stand-in serving ``weights``; both closed with ``stack``."""
+    from jobs.llm import OllamaClient, OllamaSettings
+
+    url = stack.enter_context(embed_server(None, weights))
+    return stack.enter_context(OllamaClient(OllamaSettings(host=url, embedding_model=weights, timeout_s=600,
+                                                           max_attempts=2)))
+
+
 @contextlib.contextmanager
 def embed_server(max_tokens: int | None, weights: str = EMBEDDING_MODEL) -> Iterator[str]:
     """``benchmarks/embed_server.py --port 0`` in a subprocess; yields its URL (first line it prints)."""

@@ -224,14 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     results: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
-        url = stack.enter_context(br.embed_server(None))
-        client = stack.enter_context(OllamaClient(OllamaSettings(host=url, embedding_model=br.EMBEDDING_MODEL,
-                                                                 timeout_s=600, max_attempts=2)))
+        client = br.embedding_client(stack)
         e5 = None
         if any(p["stage"] and p["stage"]["embedding_model"] for p in parsed.values()):
-            e5_url = stack.enter_context(br.embed_server(None, E5))
-            e5 = stack.enter_context(OllamaClient(OllamaSettings(host=e5_url, embedding_model=E5, timeout_s=600,
-                                                                 max_attempts=2)))
+            e5 = br.embedding_client(stack, E5)
         store = stack.enter_context(RunStore.open(kind.db))
         base = Selector(store.conn, embedder=client, embedding_model=br.EMBEDDING_MODEL, ensure_fts=store.load_fts)
         base.embed_missing()
