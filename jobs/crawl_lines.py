@@ -1,4 +1,5 @@
-"""A crawl's console lines beyond its summary line, written once for `webqa crawl` and `webqa run`.
+"""A crawl's console lines beyond its summary line, written once for `webqa crawl` and `webqa run`
+(and `webqa ask --job`'s dropped pages).
 
 Each function returns the lines; the caller decides where they go (``Not fetched`` and the notices are
 for cron, so the callers show them under --quiet too).
@@ -6,7 +7,7 @@ for cron, so the callers show them under --quiet too).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -35,3 +36,15 @@ def workers_lost_line(summary: Any) -> str | None:
     """A crawl through Redis whose workers went away: their leases were fetched again, but cron hears of it."""
     workers_lost = getattr(summary, "workers_lost", None)
     return f"Notice: workers lost: {workers_lost}" if workers_lost else None
+
+
+def dropped_notice(removed: Mapping[str, str]) -> str | None:
+    """The notice naming a job's stored pages no longer answered from (URL → why: gone from the site or
+    refused now), the first few by name; None when there are none. `webqa run` and `webqa ask --job` say it alike."""
+    from crawler.summary import SHOWN_FAILURES  # here: `webqa crawl --help` imports this module, not the store
+
+    if not removed:
+        return None
+    named = ", ".join(f"{url} ({why})" for url, why in list(removed.items())[:SHOWN_FAILURES])
+    more = f" and {len(removed) - SHOWN_FAILURES} more" if len(removed) > SHOWN_FAILURES else ""
+    return f"{len(removed)} pages of the job are gone from the site or refused now, no longer answered from: {named}{more}"

@@ -13,7 +13,7 @@ from typing import Any
 
 from crawler.run import SHOWN_FAILURES, failures_phrase
 from jobs.config import JobConfig
-from jobs.crawl_lines import not_fetched_lines, skipped_lines, workers_lost_line
+from jobs.crawl_lines import dropped_notice, not_fetched_lines, skipped_lines, workers_lost_line
 from jobs.errors import Interrupted, NothingToDoError, WriteFailedError
 from jobs.run_options import Notify, RunOptions
 from pipelines.items import dropped_reason, is_failure
@@ -118,11 +118,8 @@ def _tell(crawl: CrawlReport, job: JobConfig, notify: Notify, notices: list[str]
         (notify.important if troubled else notify.info)(crawl.line)
     for line in not_fetched_lines(crawl.summary, crawl.failures):
         notify.important(line)
-    if crawl.removed:
-        named = ", ".join(f"{url} ({why})" for url, why in list(crawl.removed.items())[:SHOWN_FAILURES])
-        more = f" and {len(crawl.removed) - SHOWN_FAILURES} more" if len(crawl.removed) > SHOWN_FAILURES else ""
-        notice = (f"{len(crawl.removed)} pages of the job are gone from the site or refused now, no longer "
-                  f"answered from: {named}{more}")
+    notice = dropped_notice(crawl.removed)
+    if notice is not None:
         notify.important(f"Notice: {notice}")
         notices.append(notice)  # in the report and the run's notes: under --quiet a clean run says nothing
     if crawl.stale and not crawl.nothing_fetched:

@@ -53,7 +53,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     with open_session(args.db, access, embedding_model=args.embedding_model,
                       no_chunks=f"{args.db} holds no chunks; run `webqa crawl URL… --db {args.db}` first") as session:
         if args.job:
-            pages = _job_pages(session.store, args.job)
+            pages = _job_pages(session.store, args.job, console)
             urls = urls or pages  # --url narrows further
         ask = AskSettings(method=args.method, top_k=max(1, args.top_k), token_budget=max(1, args.budget),
                           retry_wider=not args.no_retry, answerer=answerer, dry_run=args.dry_run, model=args.model,
@@ -106,8 +106,15 @@ def _access(args: argparse.Namespace, console: Console) -> tuple[Any, str, str |
     return access, "extractive", degraded
 
 
-def _job_pages(store: Any, job: str) -> list[str]:
-    """The pages that job's last finished crawl reached, less those gone since, as `webqa run` searches them."""
+def _job_pages(store: Any, job: str, console: Console) -> list[str]:
+    """The pages that job's last finished crawl reached, less those gone since, as `webqa run` searches them;
+    the pages left out for being gone are named as `webqa run` names them."""
+    from jobs.crawl_lines import dropped_notice
+
+    dropped = store.dropped_pages()
+    notice = dropped_notice({url: dropped[url] for url in store.stored_urls(store.job_page_urls(job)) if url in dropped})
+    if notice is not None:
+        console.important(f"Notice: {notice}")
     pages = store.job_scope(job)
     if not pages:
         raise ConfigError(f"--job {job}: no stored page was reached by a crawl of that job; "

@@ -500,6 +500,8 @@ def test_a_listed_page_that_is_gone_is_named_under_quiet(tmp_path: Path, llm: Fa
         assert run(job, db, out, host=llm.url).returncode == 0
         site.add(0, "/widget.html", "<html><body>Not found</body></html>", status=404)
         second = run(job, db, out, host=llm.url)
+        asked = webqa("ask", QUESTIONS["steps"][0], "--db", db, "--dry-run", "--json", "--method", "bm25",
+                      "--job", "daily")
         site.add(0, "/lighthouse.html", "<html><body>Not found</body></html>", status=410)
         third = run(job, db, out, host=llm.url)
     finally:
@@ -512,6 +514,10 @@ def test_a_listed_page_that_is_gone_is_named_under_quiet(tmp_path: Path, llm: Fa
     assert f"- notice: {notice}" in (run_folder(out, 2) / "report.md").read_text(encoding="utf-8")
     port = {r["question_id"]: r for r in read_jsonl(run_folder(out, 2) / "answers.jsonl")}["port"]
     assert all(s["url"] != urls[0] for s in port["sources"])
+    # `webqa ask --job` leaves the gone page out as the run did, and names it as the run did.
+    assert asked.returncode == 0, asked.stderr
+    assert lines(asked.stderr) == [f"Notice: {notice}"]
+    assert {s["url"] for s in json.loads(asked.stdout)["sources"]} == {urls[1]}
     assert third.returncode == 3
     assert lines(third.stderr)[-1] == ("Error: every page of job daily answered 404 or 410: they are gone from "
                                        "the site; update the job's URLs")
