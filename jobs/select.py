@@ -21,11 +21,13 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import duckdb
 
+from jobs.embed_ahead import embedded_ahead
 from jobs.errors import LLMError, WebqaError
 from jobs.extractive import content_words, stem
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for, vector_space
@@ -353,8 +355,22 @@ class Selector:
         self._embedded_scopes.add(key)
         return True
 
-    def embed_missing(self, scope: list[str] | None = None, batch: int = 256) -> int:
-        """Embed every window of the chunks in scope that has no vector for the model yet; returns how many."""
+    def embed_ahead(self, scope: list[str] | None, *, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed every window of the chunks in ``scope`` now (a run's ``embed: on_crawl``), so that questions
+        over that scope embed only themselves; returns how many. A failure is raised and also kept, so the
+        questions select with bm25 as when their own first embedding failed, without waiting on the hosts again."""
+        try:
+            done = self.embed_missing(scope, progress=progress)
+        except LLMError as exc:
+            self._embedding_error = str(exc)
+            raise
+        self._embedded_scopes.add(tuple(sorted(set(scope))) if scope else None)
+        return done
+
+    def embed_missing(self, scope: list[str] | None = None, batch: int = 256, *,
+                      progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed every window of the chunks in scope that has no vector for the model yet; returns how many.
+        ``progress(done, total)`` is called before the first slice and after each (it may raise to stop)."""
         assert self.embedder is not None and self.embedding_model
         mapped = vectors.add_windows(self.conn, scope)
         # Windows mapped just now may already have vectors (a one-window chunk embedded before windows
@@ -363,14 +379,25 @@ class Selector:
         rows = vectors.windows_without_vectors(self.conn, scope, self.vector_space)
         # Hosts wait while a slice is inserted: a slice per host keeps several hosts as busy as one.
         batch *= getattr(self.embedder, "width", 1)
-        for start in range(0, len(rows), batch):
-            part = rows[start : start + batch]
-            texts = [self.prefixes.document + embed_windows(heading, text)[index] for _key, index, heading, text in part]
-            embedded = self.embedder.embed(texts, model=self.embedding_model)
-            vectors.insert_vectors(self.conn, self.vector_space, [key for key, _i, _h, _t in part], embedded)
+        parts = [rows[start : start + batch] for start in range(0, len(rows), batch)]
+        done = 0
+        if progress is not None:
+            progress(done, len(rows))
+        # The next slice is embedded while this one is inserted (BENCHMARKS.md, "Embedding over several hosts").
+        with closing(embedded_ahead(self._embed_part, parts)) as embedded_parts:  # closed: no slice left in flight
+            for part, embedded in embedded_parts:
+                vectors.insert_vectors(self.conn, self.vector_space, [key for key, _i, _h, _t in part], embedded)
+                done += len(part)
+                if progress is not None:
+                    progress(done, len(rows))
         if rows:
             log.info("Embedded %d chunk windows with %s", len(rows), self.embedding_model)
         return len(rows)
+
+    def _embed_part(self, part: list[tuple[str, int, str, str]]) -> list[list[float]]:
+        assert self.embedder is not None
+        texts = [self.prefixes.document + embed_windows(heading, text)[index] for _key, index, heading, text in part]
+        return self.embedder.embed(texts, model=self.embedding_model)
 
 
 _NO_INDEX = "the full-text index is missing; run `webqa crawl` (or `webqa run`) once to build it"
