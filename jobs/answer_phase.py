@@ -13,6 +13,7 @@ from jobs.answer import AskSettings, QuestionAnswerer, QuestionSpec
 from jobs.change_tracking import ChangeTracker
 from jobs.config import JobConfig
 from jobs.crawl_phase import CrawlReport
+from jobs.embed_phase import embed_after_crawl, embeds_on_crawl
 from jobs.embed_pool import retirement_notices
 from jobs.errors import NothingToDoError, StoreError
 from jobs.history import RunDiff, compare_runs
@@ -55,7 +56,7 @@ def answer_all(run: Run, crawl: CrawlReport) -> RunResult:
     method = job.selection.method
     chat = answerer == "llm" and not options.dry_run
     wants_embeddings = method in EMBEDDING_METHODS
-    access = _connect(job, notify, notices, chat=chat, embeddings=wants_embeddings)
+    access = _connect(job, notify, notices, chat=chat, embeddings=wants_embeddings or embeds_on_crawl(run))
     if access.unreachable is not None and chat:
         if not job.fallback_extractive:
             raise access.unreachable
@@ -79,6 +80,8 @@ def answer_all(run: Run, crawl: CrawlReport) -> RunResult:
         if scope is not None and not scope:
             raise NothingToDoError(f"no page of job {job.name} is stored; nothing to answer from "
                                    "(check the crawl above, or set scope: database to search every stored page)")
+        if embeds_on_crawl(run):
+            embed_after_crawl(run, session.selector, scope, access.embedding_unavailable)
         if run.resume is None or run.resume.get("phase") == "crawl":
             store.start_answering(run_id, job.name, crawl.crawl_run_id, scope, answerer=answerer,
                                   model=job.model if answerer == "llm" else None)

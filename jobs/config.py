@@ -98,6 +98,11 @@ class JobConfig(StrictModel):
     )
     model: NonEmptyStr = Field(llm.DEFAULT_MODEL, description="Ollama model that answers.")
     embedding_model: NonEmptyStr = Field(llm.DEFAULT_EMBEDDING_MODEL, description="Ollama embedding model.")
+    embed: Literal["on_question", "on_crawl"] = Field(
+        "on_question", description="When chunk windows are embedded (embedding/hybrid selection): 'on_question' = "
+        "when a question first needs them; 'on_crawl' = right after the run's crawl, for the pages its questions "
+        "search, so the first question does not wait (a failure is a notice; the questions then select with bm25).",
+    )
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     answerer: Literal["llm", "extractive"] = Field("llm", description="Who writes the answers.")
     fallback_extractive: StrictBool = Field(

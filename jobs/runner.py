@@ -87,6 +87,7 @@ class Run:
         self.notices: list[str] = []
         self.counts: dict[str, int] = {"questions": len(job.questions)}
         self.crawl = CrawlReport()
+        self.crawled = False  # this process ran the crawl phase (``embed: on_crawl`` embeds after it)
 
     @property
     def answerer(self) -> str:
@@ -116,6 +117,7 @@ class Run:
         if self.phase != "crawl":
             return self.crawl
         fresh_since = self.resume.get("started_at") if self.resume is not None else None
+        self.crawled = True
         return run_crawl_phase(self.crawl, self.job, self.options, self.notify, self.notices, fresh_since)
 
     def answer_phase(self, crawl: CrawlReport) -> RunResult:
