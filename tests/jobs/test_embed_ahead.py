@@ -20,7 +20,6 @@ from jobs.embed_progress import EmbedProgress, eta_text, progress_text
 from jobs.errors import LLMError
 from jobs.runstore import RunStore
 from jobs.select import Selector
-from tests.jobs.test_select import PAGES, WordEmbedder
 from tests.support.store import make_chunks, page_record
 
 # --------------------------------------------------------------------------------------------
@@ -120,6 +119,31 @@ def test_an_embedding_error_is_raised_at_its_parts_turn_and_nothing_after_it_is_
 
 # --------------------------------------------------------------------------------------------
 # Selector.embed_ahead on a real store
+
+PAGES: dict[str, list[tuple[tuple[str, ...], str]]] = {
+    "http://a.test/guide": [
+        (("Guide", "Server"), "The server port is 8080. Configure it in widget.toml before the first start."),
+        (("Guide", "Intro"), "A widget library for dashboards and small control panels."),
+        (("Guide", "Gardens"), "Tomatoes grow well in sunny corners of the allotment."),
+    ],
+    "http://b.test/notes": [
+        (("Notes", "Widget Server Port"), "Use the configure command."),
+        (("Notes", "Journal"), "The widget server writes its log to the journal."),
+    ],
+}
+
+
+class WordEmbedder:
+    """Bag of words over a fixed vocabulary; records every call."""
+
+    VOCAB = ("widget", "server", "port", "tomatoes", "journal", "configure")
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str], *, model: str | None = None) -> list[list[float]]:
+        self.calls.append(list(texts))
+        return [[float(word in t.lower()) + 0.01 * i for i, word in enumerate(self.VOCAB)] for t in texts]
 
 
 @pytest.fixture
