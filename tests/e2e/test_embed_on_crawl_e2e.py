@@ -13,6 +13,7 @@ import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -192,3 +193,40 @@ def test_a_terminal_gets_a_progress_line_while_windows_are_embedded(tmp_path: Pa
     frames = [frame.strip() for frame in re.split(r"[\r\n]+", shown)]
     assert f"0/{windows} windows" in frames
     assert any(re.fullmatch(rf"{windows}/{windows} windows  [\d.]+ windows/s", f) for f in frames), shown
+
+
+def test_a_signal_while_embedding_stops_the_run_before_its_questions_and_resume_answers(
+        tmp_path: Path, site: SiteServer) -> None:
+    from tests.support.fake_ollama import hashed_embedding
+
+    with FakeOllama() as fake:
+        fake.chat_responder = quoting_responder
+        fake.embed_fn = lambda text: (time.sleep(0.5), hashed_embedding(text))[1]  # the windows take seconds
+        job = embed_job(tmp_path, site)
+        env = {k: v for k, v in os.environ.items() if k not in ("WEBQA_DB", "OLLAMA_HOST")}
+        env["OLLAMA_HOST"] = fake.url
+        process = subprocess.Popen([*WEBQA, "run", str(job), "--db", str(tmp_path / "w.duckdb"), "--out",
+                                    str(tmp_path / "out")], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+        try:
+            deadline = time.monotonic() + 120
+            while not fake.requests_to("/api/embed") and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            process.send_signal(signal.SIGINT)  # once: the run stops at its next checkpoint
+            _out, err = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        stopped = process.returncode
+        chats_before_resume = len(fake.requests_to("/api/chat"))
+        resumed = webqa("run", job, "--resume", "--db", tmp_path / "w.duckdb", "--out", tmp_path / "out",
+                        host=fake.url, cwd=tmp_path, timeout=180)
+
+    assert stopped == 130, err
+    assert chats_before_resume == 0  # no question was asked
+    assert "the run stopped while embedding the windows of the crawled pages" in err
+    assert resumed.returncode == 0, resumed.stderr
+    windows, vectors = windows_and_vectors(tmp_path / "w.duckdb")
+    assert windows == vectors > 0
+    (record,) = rows(tmp_path / "w.duckdb", "SELECT status, exit_code FROM runs")
+    assert (record["status"], record["exit_code"]) == ("done", 0)
