@@ -150,12 +150,12 @@ def test_embedding_that_fails_after_the_crawl_is_one_notice_and_questions_select
     assert windows_and_vectors(tmp_path / "w.duckdb")[1] == 0
 
 
-def run_on_a_terminal(tmp_path: Path, job: Path, host: str) -> tuple[int, str]:
+def run_on_a_terminal(tmp_path: Path, job: Path, host: str, *options: str, db: str = "w.duckdb") -> tuple[int, str]:
     """`webqa run` with stdout and stderr on a pseudo-terminal, as a person at a terminal runs it."""
     env = {k: v for k, v in os.environ.items() if k not in ("WEBQA_DB", "OLLAMA_HOST")}
     env.update(OLLAMA_HOST=host, COLUMNS="100")
     leader, follower = pty.openpty()
-    process = subprocess.Popen([*WEBQA, "run", str(job), "--db", str(tmp_path / "w.duckdb"), "--out",
+    process = subprocess.Popen([*WEBQA, *options, "run", str(job), "--db", str(tmp_path / db), "--out",
                                 str(tmp_path / "out")], stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,
                                cwd=tmp_path, env=env)
     os.close(follower)
@@ -186,6 +186,7 @@ def test_a_terminal_gets_a_progress_line_while_windows_are_embedded(tmp_path: Pa
     with FakeOllama() as fake:
         fake.chat_responder = quoting_responder
         code, shown = run_on_a_terminal(tmp_path, embed_job(tmp_path, site), fake.url)
+        quiet_code, quiet_shown = run_on_a_terminal(tmp_path, tmp_path / "job.yaml", fake.url, "-q", db="q.duckdb")
     windows, vectors = windows_and_vectors(tmp_path / "w.duckdb")
     assert code == 0, shown
     assert windows == vectors > 0
@@ -193,6 +194,9 @@ def test_a_terminal_gets_a_progress_line_while_windows_are_embedded(tmp_path: Pa
     frames = [frame.strip() for frame in re.split(r"[\r\n]+", shown)]
     assert f"0/{windows} windows" in frames
     assert any(re.fullmatch(rf"{windows}/{windows} windows  [\d.]+ windows/s", f) for f in frames), shown
+    # Under -q nothing at all, on a terminal too (it embedded the same windows into its own database).
+    assert quiet_code == 0 and quiet_shown == "", quiet_shown
+    assert windows_and_vectors(tmp_path / "q.duckdb") == (windows, vectors)
 
 
 def test_a_signal_while_embedding_stops_the_run_before_its_questions_and_resume_answers(
