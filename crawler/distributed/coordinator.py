@@ -260,6 +260,9 @@ class Coordinator:
         self._wait_for_dead_coordinator()
         crawl = self._load_crawl()
         with Store.open(self.db_path) as store:  # held for the whole crawl: the one writer
+            # As the local store pipeline: a batch of pages costs less CPU on one thread (6.4 against 7.5 ms
+            # a page, BENCHMARKS.md "The writer's ceiling"), and the workers need the other cores.
+            store.set_threads(1)
             prep = None
             if crawl is None or crawl["state"] == "seeding":
                 prep = _prepare(self.options, store)
