@@ -16,7 +16,7 @@ under distinct paths), delay 0, one coordinator (``webqa crawl --redis``) and N 
 extraction process each). Once a second: pages stored (the coordinator's counts in Redis), items waiting
 for the writer (the backlog), the coordinator's CPU and RSS, the workers' CPU and RSS (with their
 extraction processes), Redis's memory, the workers' waits for room in the backlog, the load average.
-``--stall S`` stops the coordinator (SIGSTOP) S seconds, 10 s into the crawl, then lets it go on: what a
+``--stall S`` stops the coordinator (SIGSTOP) S seconds, 10 s after its first page, then lets it go on: what a
 writer slower than its workers looks like (backlog at its bound, workers waiting, memory flat).
 
 Figures: BENCHMARKS.md, "The writer's ceiling"; time series in benchmarks/results/writer.json.
@@ -224,7 +224,10 @@ def crawl_once(args: argparse.Namespace, workers: int, site: Any, urls_file: Pat
                   for _ in range(workers)]
         sampler = Sampler(url, coordinator.pid, [p.pid for p in procs[1:]])
         sampler.start()
-        if args.stall:
+        if args.stall:  # once the writer is busy: 10 s after its first page
+            deadline = time.monotonic() + args.max_wait
+            while not any(r.get("stored") for r in sampler.rows) and time.monotonic() < deadline:
+                time.sleep(0.5)
             time.sleep(10)
             coordinator.send_signal(signal.SIGSTOP)
             time.sleep(args.stall)
