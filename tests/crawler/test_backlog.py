@@ -215,3 +215,20 @@ def test_workers_pause_while_the_writer_is_stopped_and_resume_losing_nothing(pro
         stop.set()
         client.close()
         site.stop()
+
+
+def test_a_bad_backlog_setting_is_one_error_line(redis_url: str, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.crawling import REPO
+
+    env = dict(os.environ, WEBQA_REDIS_BACKLOG="lots")
+    done = subprocess.run([sys.executable, "-m", "jobs.cli", "crawl", "--redis", redis_url, "--db",
+                           str(tmp_path / "w.duckdb"), "http://127.0.0.1:9/"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "Error: WEBQA_REDIS_BACKLOG='lots': expected a whole number of items (0: no bound)"], done.stderr
+    assert not (tmp_path / "w.duckdb").exists()  # nothing was started
