@@ -138,9 +138,11 @@ def run_alone(args: argparse.Namespace) -> dict[str, Any]:
 class Sampler(threading.Thread):
     """Once a second: what the coordinator stored, its backlog, CPU and RSS of each side, Redis's memory."""
 
-    def __init__(self, redis_url: str, coordinator: int, workers: list[int]) -> None:
+    def __init__(self, redis_url: str, coordinator: int, workers: list[int], site: Any = None) -> None:
         super().__init__(daemon=True)
         import redis
+
+        self.site = site  # its request log: what the workers downloaded so far
 
         self.r = redis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5)
         self.coordinator = coordinator
@@ -166,6 +168,8 @@ class Sampler(threading.Thread):
     def run(self) -> None:
         while not self.done.is_set():
             row: dict[str, float] = {"t": round(time.monotonic() - self.started, 2)}
+            if self.site is not None:
+                row["downloaded"] = sum(1 for r in self.site.log if r.path != "/robots.txt")
             try:
                 row.update(self._crawl())
                 row["redis_mib"] = self.r.info("memory")["used_memory"] / 2**20
@@ -200,6 +204,8 @@ def _summary(rows: list[dict[str, float]], workers: int) -> dict[str, float]:
         "backlog_max": max(r.get("backlog", 0) for r in rows),
         "coordinator_mib_max": max(r["coordinator_mib"] for r in rows),
         "coordinator_mib_first": first["coordinator_mib"],
+        # While pages were being stored: the end (the full-text index, the run's records) is not the writer's pace.
+        "coordinator_mib_writing": max(r["coordinator_mib"] for r in stored if r["stored"] < last["stored"]),
         "redis_mib_max": max(r.get("redis_mib", 0) for r in rows),
         "workers_mib_max": max(r["workers_mib"] for r in rows),
         "waits": max(r.get("waits", 0) for r in rows), "wait_s": max(r.get("wait_s", 0) for r in rows),
@@ -222,7 +228,8 @@ def crawl_once(args: argparse.Namespace, workers: int, site: Any, urls_file: Pat
         procs += [subprocess.Popen([*WEBQA, "worker", "--redis", url, "--wait", "120", "--workers", "1"],
                                    cwd=common.REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                   for _ in range(workers)]
-        sampler = Sampler(url, coordinator.pid, [p.pid for p in procs[1:]])
+        site.reset_log()
+        sampler = Sampler(url, coordinator.pid, [p.pid for p in procs[1:]], site)
         sampler.start()
         if args.stall:  # once the writer is busy: 10 s after its first page
             deadline = time.monotonic() + args.max_wait
@@ -256,7 +263,7 @@ def run_crawl(args: argparse.Namespace) -> dict[str, Any]:
     print(f"{len(pages)} pages of the manual over {len(hosts)} hosts, delay 0, backlog bound {args.backlog}; "
           f"{os.cpu_count()} cores; load average before {os.getloadavg()[0]:.1f}")
     print("| workers | pages | pages/s stored (best second) | coordinator CPU % (ms a page) | workers' cores (ms a page) "
-          "| backlog max | coordinator RSS first / max MiB | Redis max MiB | worker waits (s) | load max |")
+          "| backlog max | coordinator RSS first / writing / end MiB | Redis max MiB | worker waits (s) | load max |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     runs = []
     with common.temp_dir("writer-crawl") as tmp, common.corpus_site(hosts) as site:
@@ -270,7 +277,8 @@ def run_crawl(args: argparse.Namespace) -> dict[str, Any]:
             s = run["summary"]
             print(f"| {n} | {s['pages']} | {s['pages_s']:.1f} ({s['best_second']}) | {s['coordinator_cpu_pct']:.0f} "
                   f"({s['coordinator_ms_page']:.1f}) | {s['workers_cores']:.2f} ({s['workers_ms_page']:.0f}) | "
-                  f"{s['backlog_max']} | {s['coordinator_mib_first']:.0f} / {s['coordinator_mib_max']:.0f} | "
+                  f"{s['backlog_max']} | {s['coordinator_mib_first']:.0f} / {s['coordinator_mib_writing']:.0f} / "
+                  f"{s['coordinator_mib_max']:.0f} | "
                   f"{s['redis_mib_max']:.0f} | {s['waits']} ({s['wait_s']:.0f}) | {s['load_max']:.1f} |", flush=True)
             if args.series:
                 for row in run["series"]:
