@@ -86,24 +86,27 @@ class BacklogWait:
         self.wait_seconds = 0.0
         self.forced = 0
 
-    async def hand_over(self, attempt: Callable[[int], Any]) -> Any:
-        """``attempt(bound)`` until it is not ``FULL``; past ``max_wait``, ``attempt(0)`` (no bound)."""
+    async def hand_over(self, attempt: Callable[[int], Any]) -> tuple[Any, float]:
+        """``attempt(bound)`` until it is not ``FULL``; past ``max_wait``, ``attempt(0)`` (no bound).
+        Returns what the last attempt returned and the seconds this item waited for room."""
         loop = asyncio.get_running_loop()
         if self.bound <= 0:
-            return await loop.run_in_executor(None, attempt, 0)
+            return await loop.run_in_executor(None, attempt, 0), 0.0
         if not self.paused:
             result = await loop.run_in_executor(None, attempt, self.bound)
             if result != FULL:
-                return result
+                return result, 0.0
         started = time.monotonic()
         self.waits += 1
         self._queued += 1
         try:
             async with self._lock:
-                return await self._wait_and_hand_over(attempt, started)
+                result = await self._wait_and_hand_over(attempt, started)
         finally:
             self._queued -= 1
-            self.wait_seconds += time.monotonic() - started
+            waited = time.monotonic() - started
+            self.wait_seconds += waited
+        return result, waited
 
     async def _wait_and_hand_over(self, attempt: Callable[[int], Any], started: float) -> Any:
         loop = asyncio.get_running_loop()

@@ -75,13 +75,13 @@ class LeaseItemPipeline(RedisPipeline):
             def attempt(bound: int) -> int:
                 return frontier.push_item(data, bound)
         backlog = self._wait(frontier)
-        waited = backlog.wait_seconds
         try:
-            await backlog.hand_over(attempt)
+            _result, waited = await backlog.hand_over(attempt)
         except redis.RedisError as exc:  # the lease expires and another worker fetches the URL again
             log.warning("Cannot hand the item for %s to Redis: %s", url, exc)
-        if backlog.wait_seconds > waited:
-            await self._count_wait(frontier, backlog, backlog.wait_seconds - waited)
+            return item
+        if waited:
+            await self._count_wait(frontier, backlog, waited)
         return item
 
     async def _count_wait(self, frontier: Any, backlog: BacklogWait, seconds: float) -> None:

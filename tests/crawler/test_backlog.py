@@ -111,13 +111,13 @@ def test_a_worker_hands_over_anyway_after_its_bounded_wait(redis_url: str) -> No
     frontier = _frontier(redis_url)
     frontier.r.rpush(frontier.keys.items, b"old")
 
-    async def hand_over() -> BacklogWait:
+    async def hand_over() -> tuple[BacklogWait, float]:
         wait = BacklogWait(1, 0.3, frontier.items_waiting)
-        await wait.hand_over(lambda bound: frontier.push_item(b"new", bound))
-        return wait
+        _result, waited = await wait.hand_over(lambda bound: frontier.push_item(b"new", bound))
+        return wait, waited
 
-    wait = asyncio.run(hand_over())
-    assert (wait.waits, wait.forced) == (1, 1) and wait.wait_seconds >= 0.3
+    wait, waited = asyncio.run(hand_over())
+    assert (wait.waits, wait.forced) == (1, 1) and waited == wait.wait_seconds >= 0.3
     assert frontier.r.lrange(frontier.keys.items, 0, -1) == [b"old", b"new"]
 
 
