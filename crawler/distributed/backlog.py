@@ -28,8 +28,10 @@ log = logging.getLogger(__name__)
 #: Items waiting for the writer above which workers wait: about 65 MB of Redis at the Python manual's
 #: average item (129 KB: the page's HTML, text and chunks), and ten of the writer's batches.
 DEFAULT_BACKLOG = 500
-#: The longest a worker waits for room in the backlog before handing an item over anyway.
+#: The longest a worker waits for room in the backlog before handing an item over anyway, and the most
+#: that may be set (a config read from Redis must not hold workers for ever).
 DEFAULT_BACKLOG_WAIT = 60.0
+MAX_BACKLOG_WAIT = 3600.0
 #: The writer's batch: as many items as the local store pipeline's batch of pages, and a byte cap, so a
 #: run of large pages does not hold hundreds of megabytes in the coordinator.
 WRITE_BATCH = 50

@@ -25,7 +25,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from crawler.distributed.entries import BadEntry, dead_letter, dead_letter_key, describe, parse_crawl, parse_item
-from crawler.distributed.backlog import DEFAULT_BACKLOG, DEFAULT_BACKLOG_WAIT, TAKE, WRITE_BATCH, take
+from crawler.distributed.backlog import (
+    DEFAULT_BACKLOG, DEFAULT_BACKLOG_WAIT, MAX_BACKLOG_WAIT, TAKE, WRITE_BATCH, take,
+)
 from crawler.distributed.items import encode_item, item_url
 from crawler.distributed.queue import (
     DEFAULT_LEASE_SECONDS, REGISTRY, Frontier, JsonSerializer, Keys, RedisLost, connect, crawl_prefix,
@@ -51,13 +53,15 @@ POLL = 0.25
 BEAT_EVERY = 1.0
 
 
-def _env_float(name: str, default: float, *, positive: bool = False) -> float:
+def _env_float(name: str, default: float, *, positive: bool = False, most: float = float("inf")) -> float:
     try:
         value = float(os.environ.get(name, "") or default)
     except ValueError:
         value = -1.0
-    if not (value > 0 if positive else value >= 0):  # NaN too
-        raise ConfigError(f"{name}={os.environ[name]!r}: expected a {'positive ' if positive else ''}number of seconds")
+    if not (0 < value if positive else 0 <= value) or not value <= most:  # NaN too
+        bound = f" of at most {most:g}" if most < float("inf") else ""
+        raise ConfigError(f"{name}={os.environ[name]!r}: expected a {'positive ' if positive else ''}number of "
+                          f"seconds{bound}")
     return value
 
 
@@ -237,7 +241,8 @@ class Coordinator:
         self.grace = _env_float("WEBQA_REDIS_GRACE", 2.0)
         self.worker_wait = _env_float("WEBQA_REDIS_WORKER_WAIT", 600.0)
         self.backlog = (_env_count("WEBQA_REDIS_BACKLOG", DEFAULT_BACKLOG),
-                        _env_float("WEBQA_REDIS_BACKLOG_WAIT", DEFAULT_BACKLOG_WAIT, positive=True))
+                        _env_float("WEBQA_REDIS_BACKLOG_WAIT", DEFAULT_BACKLOG_WAIT, positive=True,
+                                   most=MAX_BACKLOG_WAIT))
         self.frontier = Frontier(self.r, self.keys, lease_seconds=self.lease_seconds, token="coordinator")
         self.signal_name: str | None = None
         # Workers' beats as last seen: token → (value, when it last changed, coordinator's clock).
