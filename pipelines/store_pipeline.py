@@ -230,13 +230,14 @@ class StorePipeline:
             else:
                 log.error("Storing a batch failed: %r", exc)
 
-    def write_now(self, item: ExtractedPage | FetchOutcome) -> dict[str, int]:
-        """Write one item at once on the calling thread and return its counts, without touching stats.
+    def write_now(self, *items: ExtractedPage | FetchOutcome) -> dict[str, int]:
+        """Write items at once on the calling thread, as one batch, and return their counts, without
+        touching stats.
 
         For a writer that is not a Scrapy pipeline (the Redis coordinator, crawler/distributed), which
         keeps its own counts.
         """
-        self._write([item])
+        self._write(list(items))
         counts: dict[str, int] = {}
         while True:
             try:

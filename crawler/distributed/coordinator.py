@@ -25,7 +25,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from crawler.distributed.entries import BadEntry, dead_letter, dead_letter_key, describe, parse_crawl, parse_item
-from crawler.distributed.items import encode_item
+from crawler.distributed.backlog import (
+    DEFAULT_BACKLOG, DEFAULT_BACKLOG_WAIT, MAX_BACKLOG_WAIT, TAKE, WRITE_BATCH, take,
+)
+from crawler.distributed.items import encode_item, item_url
 from crawler.distributed.queue import (
     DEFAULT_LEASE_SECONDS, REGISTRY, Frontier, JsonSerializer, Keys, RedisLost, connect, crawl_prefix,
     delete_namespace,
@@ -50,31 +53,51 @@ POLL = 0.25
 BEAT_EVERY = 1.0
 
 
-def _env_float(name: str, default: float) -> float:
+def _env_float(name: str, default: float, *, positive: bool = False, most: float = float("inf")) -> float:
     try:
-        return float(os.environ.get(name, "") or default)
+        value = float(os.environ.get(name, "") or default)
     except ValueError:
-        raise ConfigError(f"{name}={os.environ[name]!r}: expected a number of seconds") from None
+        value = -1.0
+    if not (0 < value if positive else 0 <= value) or not value <= most:  # NaN too
+        bound = f" of at most {most:g}" if most < float("inf") else ""
+        raise ConfigError(f"{name}={os.environ[name]!r}: expected a {'positive ' if positive else ''}number of "
+                          f"seconds{bound}")
+    return value
+
+
+def _env_count(name: str, default: int) -> int:
+    try:
+        value = int(os.environ.get(name, "") or default)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigError(f"{name}={os.environ[name]!r}: expected a whole number of items (0: no bound)")
+    return value
 
 
 class Writer:
-    """Items from Redis into DuckDB, one at a time, through ``StorePipeline``'s own write code.
+    """Items from Redis into DuckDB, a batch at a time, through ``StorePipeline``'s own write code.
 
-    An item is moved to the ``writing`` list before it is stored and removed (with its counts added)
-    after; a coordinator killed in between finds it there, and ``resume`` stores it only if DuckDB
-    does not have it yet (one item per URL and crawl run makes that check exact).
+    A batch of items is moved to the ``writing`` list before it is stored (one transaction for its pages,
+    ``backlog.take``) and removed (with its counts added) after; a coordinator killed in between finds
+    them there, and ``resume`` stores each only if DuckDB does not have it yet (one item per URL and crawl
+    run makes that check exact). One transaction a page was most of a page's cost to the writer
+    (BENCHMARKS.md, "The writer's ceiling"); a batch holds what waited, so an idle crawl still writes
+    each item as soon as it comes.
     """
 
     def __init__(self, client: Any, keys: Keys, store: Store, crawl_run_id: int, job_name: str | None,
-                 max_bytes: int) -> None:
+                 max_bytes: int, batch: int = WRITE_BATCH) -> None:
         self.r = client
         self.keys = keys
         self.max_bytes = max_bytes
+        self.batch = max(1, batch)
         self.store = store
         self.crawl_run_id = crawl_run_id
         self.sink = StorePipeline(None, str(store.path), job_name)  # type: ignore[arg-type]  # only its writes
         self.sink.store = store
         self.sink.crawl_run_id = crawl_run_id
+        self._take = client.register_script(TAKE)
 
     def resume(self) -> int:
         pending = self.r.lrange(self.keys.writing, 0, -1)
@@ -82,19 +105,53 @@ class Writer:
             self._apply(raw, check=True)
         return len(pending)
 
-    def drain(self, limit: int = 200, block: float = 0.0) -> int:
-        """Write up to ``limit`` waiting items; with ``block``, wait that long for the first (BLMOVE, no polling)."""
+    def drain(self, limit: int | None = None, block: float = 0.0) -> int:
+        """Write up to ``limit`` waiting items (a batch by default); with ``block``, wait that long for the
+        first (BLMOVE, no polling)."""
+        limit = self.batch if limit is None else limit
         written = 0
         while written < limit:
-            if block > 0 and written == 0:
-                raw = self.r.blmove(self.keys.items, self.keys.writing, block, "LEFT", "RIGHT")
-            else:
-                raw = self.r.lmove(self.keys.items, self.keys.writing, "LEFT", "RIGHT")
-            if raw is None:
+            raws = take(self.r, self._take, self.keys.items, self.keys.writing, min(self.batch, limit - written))
+            if not raws and block > 0 and written == 0:
+                first = self.r.blmove(self.keys.items, self.keys.writing, block, "LEFT", "RIGHT")
+                if first is not None:
+                    raws = [first, *take(self.r, self._take, self.keys.items, self.keys.writing,
+                                         min(self.batch, limit) - 1)]
+            if not raws:
                 break
-            self._apply(raw, check=False)
-            written += 1
+            self._apply_batch(raws)
+            written += len(raws)
         return written
+
+    def _apply_batch(self, raws: list[bytes]) -> None:
+        """Store the items of ``raws`` (all in ``writing``), their pages in one transaction; a bad entry is
+        set aside alone, and a URL met twice starts a new batch (a batch names each page once)."""
+        batch: list[tuple[bytes, ExtractedPage | FetchOutcome]] = []
+        urls: set[str] = set()
+        for raw in raws:
+            try:
+                item = parse_item(raw, self.max_bytes)
+            except BadEntry as exc:
+                self._reject(raw, describe(exc))
+                continue
+            url = item_url(item)
+            if url in urls:
+                self._write_batch(batch)
+                batch, urls = [], set()
+            batch.append((raw, item))
+            urls.add(url)
+        self._write_batch(batch)
+
+    def _write_batch(self, batch: list[tuple[bytes, ExtractedPage | FetchOutcome]]) -> None:
+        if not batch:
+            return
+        counts = self.sink.write_now(*(item for _raw, item in batch))
+        pipe = self.r.pipeline(transaction=True)
+        for raw, _item in batch:
+            pipe.lrem(self.keys.writing, 1, raw)
+        for key, value in counts.items():
+            pipe.hincrby(self.keys.counts, key, value)
+        pipe.execute()
 
     def _apply(self, raw: bytes, *, check: bool) -> None:
         try:
@@ -148,7 +205,8 @@ def _prepare(options: CrawlOptions, store: Store) -> dict[str, Any]:
     return vars(plan_crawl(options, store))
 
 
-def _config(options: CrawlOptions, prep: dict[str, Any], lease_seconds: float) -> dict[str, Any]:
+def _config(options: CrawlOptions, prep: dict[str, Any], lease_seconds: float,
+            backlog: tuple[int, float] = (DEFAULT_BACKLOG, DEFAULT_BACKLOG_WAIT)) -> dict[str, Any]:
     """Everything a worker needs to crawl as this machine would (crawler/distributed/worker.py)."""
     return {
         "delay": options.delay,
@@ -160,6 +218,8 @@ def _config(options: CrawlOptions, prep: dict[str, Any], lease_seconds: float) -
         "allow": list(options.allow), "deny": list(options.deny), "follow": options.follow,
         "stored_links": prep["links"], "fresh": sorted(prep["fresh"]), "validators": prep["validators"],
         "lease_seconds": lease_seconds,
+        # Published: every worker keeps the coordinator's bound (crawler/distributed/backlog.py).
+        "backlog": backlog[0], "backlog_wait": backlog[1],
     }
 
 
@@ -180,6 +240,9 @@ class Coordinator:
         self.lease_seconds = _env_float("WEBQA_REDIS_LEASE", DEFAULT_LEASE_SECONDS)
         self.grace = _env_float("WEBQA_REDIS_GRACE", 2.0)
         self.worker_wait = _env_float("WEBQA_REDIS_WORKER_WAIT", 600.0)
+        self.backlog = (_env_count("WEBQA_REDIS_BACKLOG", DEFAULT_BACKLOG),
+                        _env_float("WEBQA_REDIS_BACKLOG_WAIT", DEFAULT_BACKLOG_WAIT, positive=True,
+                                   most=MAX_BACKLOG_WAIT))
         self.frontier = Frontier(self.r, self.keys, lease_seconds=self.lease_seconds, token="coordinator")
         self.signal_name: str | None = None
         # Workers' beats as last seen: token → (value, when it last changed, coordinator's clock).
@@ -202,6 +265,9 @@ class Coordinator:
         self._wait_for_dead_coordinator()
         crawl = self._load_crawl()
         with Store.open(self.db_path) as store:  # held for the whole crawl: the one writer
+            # As the local store pipeline: a batch of pages costs less CPU on one thread (6.4 against 7.5 ms
+            # a page, BENCHMARKS.md "The writer's ceiling"), and the workers need the other cores.
+            store.set_threads(1)
             prep = None
             if crawl is None or crawl["state"] == "seeding":
                 prep = _prepare(self.options, store)
@@ -213,7 +279,7 @@ class Coordinator:
                                                  urls_requested=len(prep["listed"]) + sum(not p.duplicate for p in prep["problems"]))
                 crawl = {"id": uuid.uuid4().hex, "state": "seeding", "db": str(self.db_path.resolve()),
                          "crawl_run_id": crawl_run_id, "job_name": self.options.job_name}
-                self.r.set(self.keys.config, json.dumps(_config(self.options, prep, self.lease_seconds)))
+                self.r.set(self.keys.config, json.dumps(_config(self.options, prep, self.lease_seconds, self.backlog)))
                 self._publish(crawl)
                 self.r.hset(REGISTRY, self.keys.prefix, json.dumps(
                     {"job": self.options.job_name, "db": crawl["db"], "started": time.time()}))
@@ -372,7 +438,12 @@ class Coordinator:
         store.finish_crawl(crawl_run_id, status, counts)
         self._watch_workers()
         dead = sorted(t.decode() for t in self.r.hkeys(self.keys.dead))
-        requeued = _int_map({b"requeued": self.r.hget(self.keys.stats, "requeued") or b"0"}, self.keys.stats)["requeued"]
+        stats = _int_map(self.r.hgetall(self.keys.stats), self.keys.stats)
+        requeued = stats.get("requeued", 0)
+        if stats.get("backlog_waits"):
+            log.info("Workers waited for room in the backlog (WEBQA_REDIS_BACKLOG=%d items) %d times, %.1f s in all: "
+                     "the writer was the crawl's bottleneck then", self.backlog[0], stats["backlog_waits"],
+                     stats.get("backlog_wait_ms", 0) / 1000)
         self._save_robots_cache()
         # Explicitly, at the end of the crawl (the scheduler keeps everything, SCHEDULER_PERSIST):
         # the workers see the crawl gone and close.

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from crawler.distributed.backlog import MAX_BACKLOG_WAIT
 from pipelines.chunk import Chunk
 from pipelines.errors import ExitCode, WebqaError
 from pipelines.items import ExtractedPage, FetchedPage, FetchOutcome
@@ -274,6 +275,13 @@ def parse_config(raw: bytes | None, key: str) -> dict[str, Any]:
                 raise BadEntry(f"Redis key {key}: {name!r} is missing or of the wrong type")
         if config["delay"] < 0 or config["timeout"] <= 0 or config["max_bytes"] < 0 or config["lease_seconds"] <= 0:
             raise BadEntry(f"Redis key {key}: a delay, timeout, size or lease is out of range")
+        # Optional (a coordinator older than the backlog's bound publishes none): a whole number of items
+        # (0: no bound) and a positive wait of at most an hour.
+        backlog, backlog_wait = config.get("backlog", 0), config.get("backlog_wait", 1)
+        if (not isinstance(backlog, int) or isinstance(backlog, bool) or backlog < 0
+                or not isinstance(backlog_wait, (int, float)) or isinstance(backlog_wait, bool)
+                or not 0 < backlog_wait <= MAX_BACKLOG_WAIT):
+            raise BadEntry(f"Redis key {key}: 'backlog' or 'backlog_wait' is out of range")
         if config["follow"] not in ("same_host", "none"):
             raise BadEntry(f"Redis key {key}: 'follow' is neither same_host nor none")
         for name in ("allow", "deny", "fresh"):

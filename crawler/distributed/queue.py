@@ -34,6 +34,7 @@ from scrapy_redis.queue import Base
 from scrapy.utils.request import request_from_dict
 from scrapy_redis.scheduler import Scheduler
 
+from crawler.distributed.backlog import FULL, PUSH_ITEM
 from crawler.distributed.entries import checked_request, dead_letter, dead_letter_key, describe
 from pipelines.errors import ExitCode, WebqaError
 from pipelines.redact import inert
@@ -153,11 +154,14 @@ end
 return renewed
 """
 
-# KEYS: leases, holders, reqs, items. ARGV: id, token, item.
+# KEYS: leases, holders, reqs, items. ARGV: id, token, item, bound (0: none).
 # The item and the end of the lease in one step: a worker dying in between cannot lose or double it.
+# With `bound` items already waiting for the writer, nothing is done (-1): the worker waits (backlog.py).
 ACK = """
 local holder = redis.call('HGET', KEYS[2], ARGV[1])
 if not holder or string.match(holder, '^([^|]*)') ~= ARGV[2] then return 0 end
+local bound = tonumber(ARGV[4] or '0')
+if bound > 0 and redis.call('LLEN', KEYS[4]) >= bound then return -1 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
@@ -216,6 +220,7 @@ class Frontier:
         self._admit = client.register_script(ADMIT)
         self._reap = client.register_script(REAP)
         self._state = client.register_script(STATE)
+        self._push_item = client.register_script(PUSH_ITEM)
 
     def _lease_keys(self) -> list[str]:
         k = self.keys
@@ -248,14 +253,24 @@ class Frontier:
         k = self.keys
         return int(self._renew(keys=[k.leases, k.holders], args=[self.lease_ms, self.token, *sorted(self.held)]))
 
-    def ack(self, request_id: str, item: bytes) -> bool:
-        """Hand the URL's item to the coordinator and end its lease; False if the lease was lost."""
+    def ack(self, request_id: str, item: bytes, bound: int = 0) -> int:
+        """Hand the URL's item to the coordinator and end its lease: 1, or 0 if the lease was lost, or
+        ``backlog.FULL`` (lease kept, nothing sent) if ``bound`` items already wait for the writer."""
         k = self.keys
-        done = bool(self._ack(keys=[k.leases, k.holders, k.reqs, k.items], args=[request_id, self.token, item]))
+        done = int(self._ack(keys=[k.leases, k.holders, k.reqs, k.items], args=[request_id, self.token, item, bound]))
+        if done == FULL:
+            return done
         self.held.discard(request_id)
         if not done:
             log.warning("Dropping the item for %s: its lease expired and another worker fetches it again", request_id)
         return done
+
+    def push_item(self, item: bytes, bound: int = 0) -> int:
+        """Hand over an item that ends no lease; ``backlog.FULL`` if ``bound`` items already wait."""
+        return int(self._push_item(keys=[self.keys.items], args=[item, bound]))
+
+    def items_waiting(self) -> int:
+        return int(self.r.llen(self.keys.items))
 
     def reap(self) -> int:
         return int(self._reap(keys=[*self._lease_keys(), self.keys.stats], args=[]))

@@ -22,6 +22,7 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
 
+from crawler.distributed.backlog import DEFAULT_BACKLOG, DEFAULT_BACKLOG_WAIT
 from crawler.distributed.entries import RedisEntryError, parse_config, parse_crawl
 from pipelines.redact import redact_text, redact_url
 from crawler.distributed.queue import (
@@ -244,6 +245,9 @@ def worker_settings(config: dict[str, Any], redis_url: str, prefix: str, *, extr
         "WEBQA_REDIS_URL": redis_url,
         "WEBQA_REDIS_PREFIX": prefix,
         "WEBQA_LEASE_SECONDS": config["lease_seconds"],
+        # The coordinator's bound on its backlog, the same for every worker (crawler/distributed/backlog.py).
+        "WEBQA_REDIS_BACKLOG": config.get("backlog", DEFAULT_BACKLOG),
+        "WEBQA_REDIS_BACKLOG_WAIT": config.get("backlog_wait", DEFAULT_BACKLOG_WAIT),
         "WEBQA_GATE_DELAY": config["delay"],
         "WEBQA_GATE_HOSTS": config["hosts"],
         "WEBQA_DB": None,
@@ -294,9 +298,14 @@ class WorkerSummary:
     crawl_id: str
     items: int
     seconds: float
+    backlog_waits: int = 0  # items that waited for room in the coordinator's backlog
+    backlog_seconds: float = 0.0
 
     def line(self) -> str:
-        return f"Worker done: crawl {self.crawl_id}, {self.items} URLs handed to the coordinator in {self.seconds:.1f}s"
+        waited = (f"; {self.backlog_waits} waited {self.backlog_seconds:.1f}s in all for the coordinator's writer"
+                  if self.backlog_waits else "")
+        return (f"Worker done: crawl {self.crawl_id}, {self.items} URLs handed to the coordinator in "
+                f"{self.seconds:.1f}s{waited}")
 
 
 def _join(client: Any, prefix: str | None) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
@@ -366,4 +375,5 @@ def run_worker(redis_url: str, *, wait: float = 600.0, extract_workers: int = 0,
     if isinstance(spider, DistributedUrlsSpider) and spider.coordinator_lost is not None:
         raise CoordinatorLost(f"worker stopped: {spider.coordinator_lost}")
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
-    return WorkerSummary(crawl["id"], int(stats.get("item_scraped_count", 0)), time.monotonic() - started)
+    return WorkerSummary(crawl["id"], int(stats.get("item_scraped_count", 0)), time.monotonic() - started,
+                         int(stats.get("webqa/backlog/waits", 0)), float(stats.get("webqa/backlog/wait_seconds", 0.0)))
