@@ -1,0 +1,129 @@
+"""crawl.render's own fetches (crawler/render_fetch.py): every request of a rendered page goes to the address the
+SSRF guard checked (no second lookup to rebind), its body is capped at crawl.max_bytes, and the page's own
+document is a conditional GET like a static page's.
+
+Real crawls in subprocesses with the system's Chromium; the "public" site is docs.example behind
+tests/support/proxy.py, or (rebinding) "localhost" answered with a public-looking address by webqa's resolver.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from scrapy.http import Headers
+
+from crawler.render_browser import conditional_headers
+from crawler.render_fetch import host_header, pinned_url, request_headers
+from tests.support.crawling import fetch_log, ok, pages, rows
+from tests.support.proxy import ForwardingProxy
+from tests.support.render import crawl, crawl_rebinding, needs_chromium
+from tests.support.site_server import SiteServer
+
+PUBLIC = "http://docs.example"
+BUILT = "The harbor lantern is refilled every Tuesday at dawn by the night watch."
+
+
+def _app(script: str) -> str:
+    return ("<!doctype html><html><head><title>App</title></head><body><main id='app'></main>"
+            f"<script>{script}</script></body></html>")
+
+
+def _show(expr: str) -> str:
+    """A script line that appends a paragraph with ``expr`` (a JS string expression) to the page."""
+    return ("{ const p = document.createElement('p'); p.textContent = " + expr
+            + "; document.getElementById('app').appendChild(p); }")
+
+
+def _text(db: Path, url: str) -> str:
+    return " ".join(r[0] for r in rows(db, "SELECT text FROM chunks WHERE url = ?", [url]))
+
+
+# -- the pure parts ----------------------------------------------------------------------------
+
+
+def test_a_pinned_request_names_the_checked_address_and_keeps_the_host() -> None:
+    assert pinned_url("http://docs.example:8080/a/b?q=1#frag", "93.184.215.14") == "http://93.184.215.14:8080/a/b?q=1"
+    assert pinned_url("https://docs.example", "2001:db8::1") == "https://[2001:db8::1]/"
+    assert pinned_url("http://docs.example/x", None) == "http://docs.example/x"
+    assert host_header("http://user:pw@docs.example:8080/x") == "docs.example:8080"
+    assert host_header("https://[2001:db8::1]/") == "[2001:db8::1]"
+    sent = request_headers({"host": "evil.example", "accept": "*/*", "accept-encoding": "br", ":authority": "x",
+                            "content-length": "3", "cookie": "a=b"}, "http://docs.example/x")
+    assert sent == {"accept": "*/*", "cookie": "a=b", "Host": "docs.example"}
+
+
+def test_the_stored_validators_go_on_the_pages_own_request() -> None:
+    headers = Headers({"If-None-Match": '"abc"', "If-Modified-Since": "Tue, 01 Dec 2026 10:00:00 GMT", "X": "y"})
+    assert conditional_headers(headers) == {"If-None-Match": '"abc"', "If-Modified-Since": "Tue, 01 Dec 2026 10:00:00 GMT"}
+    assert conditional_headers(Headers({})) == {}
+
+
+# -- real crawls -------------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@needs_chromium
+def test_a_rebinding_name_is_fetched_at_the_address_checked_never_at_a_second_answer(
+        site: SiteServer, tmp_path: Path) -> None:
+    # webqa's resolver answers "localhost" with a public-looking address (which reaches 127.0.0.2, the public
+    # site); the system's answer, which a fetcher that resolves again gets, is 127.0.0.1, the private host.
+    page_url = f"http://localhost:{site.port}/app.html"
+    site.add(1, "/app.html", _app("fetch('/data.json').then(r => r.json()).then(d => " + _show("d.text") + ");"))
+    site.add(1, "/data.json", '{"text": "%s"}' % BUILT, content_type="application/json")
+    site.add(0, "/app.html", _app(_show("'private page'")))
+    site.add(0, "/data.json", '{"text": "private data"}', content_type="application/json")
+    db = tmp_path / "w.duckdb"
+    result = ok(crawl_rebinding(db, urls=[page_url], render="js", obey_robots=False))
+    assert site.requests_for(0) == [], "the private host received nothing"
+    assert [r.path for r in site.requests_for(1)] == ["/app.html", "/data.json"]
+    assert all(r.headers.get("host") == f"localhost:{site.port}" for r in site.requests_for(1))
+    assert BUILT in _text(db, page_url), result.stdout
+
+
+@pytest.mark.e2e
+@needs_chromium
+def test_a_response_over_max_bytes_is_not_read_and_says_why(site: SiteServer, tmp_path: Path) -> None:
+    site.add(1, "/robots.txt", "User-agent: *\nAllow: /\n", content_type="text/plain")
+    site.add(1, "/small.json", '{"text": "%s"}' % BUILT, content_type="application/json")
+    site.add(1, "/big.json", '{"text": "%s"}' % ("x" * 40_000), content_type="application/json")
+    script = "".join(f"fetch('/{name}.json').then(r => r.json()).then(d => " + _show("d.text") + ").catch(() => null);"
+                     for name in ("big", "small"))
+    site.add(1, "/app.html", _app(script))
+    site.add(1, "/huge.html", _app(_show("'never read'")).replace("</body>", "<!--" + "y" * 40_000 + "--></body>"))
+    db = tmp_path / "w.duckdb"
+    with ForwardingProxy({"docs.example": f"127.0.0.2:{site.port}"}) as proxy:
+        result = crawl(db, proxy, urls=[f"{PUBLIC}/app.html", f"{PUBLIC}/huge.html"], render="js", max_bytes=20_000)
+    ok(result, 1)
+    # The sub-resource over the cap is dropped (the page renders without it); the page over the cap fails.
+    text = _text(db, f"{PUBLIC}/app.html")
+    assert BUILT in text and "xxxx" not in text
+    outcome, reason, _ = fetch_log(db)[f"{PUBLIC}/huge.html"]
+    assert outcome == "failed"
+    assert reason.startswith(f"response too large: {PUBLIC}/huge.html says it has 40"), reason
+    assert reason.endswith("bytes, more than 20000 (DOWNLOAD_MAXSIZE, crawl.max_bytes)"), reason
+    assert "browser responses over crawl.max_bytes 2 (not read)" in result.stdout
+    assert set(pages(db)) == {f"{PUBLIC}/app.html"}
+
+
+@pytest.mark.e2e
+@needs_chromium
+def test_an_unchanged_rendered_page_is_a_304_like_a_static_one(site: SiteServer, tmp_path: Path) -> None:
+    # On loopback with private networks allowed: the forwarding proxy would not pass the validators on.
+    site.add(1, "/app.html", _app(_show(f"'{BUILT}'")))
+    site.add(1, "/other.html", _app(_show("'Another page, first version.'")))
+    db = tmp_path / "w.duckdb"
+    app, other = site.url(1, "/app.html"), site.url(1, "/other.html")
+    ok(crawl(db, None, urls=[app, other], render="js"))
+    before = pages(db)
+    site.set_body(1, "/other.html", _app(_show("'Another page, second version.'")))
+    site.reset_log()
+    second = ok(crawl(db, None, urls=[app, other], render="js"))
+    [request] = site.requests_for(1, "/app.html")
+    assert request.headers.get("if-none-match") == before[app]["etag"]
+    assert request.headers.get("if-modified-since") == before[app]["last_modified"]
+    assert request.status == 304
+    assert "fetched 1 (new 0, changed 1, unchanged 0), not modified 1," in second.stdout
+    assert "Traceback" not in second.stderr, second.stderr
+    assert "second version" in _text(db, other)
+    assert BUILT in _text(db, app), "the stored copy stays"
