@@ -87,9 +87,11 @@ class PinnedFetcher:
     def _client(self, proxy: str | None) -> httpx.AsyncClient:
         if proxy not in self.clients:
             # trust_env off: the proxy is chosen here per URL (a pinned URL's host is an address no_proxy
-            # would not name); redirects are the caller's, each hop checked.
+            # would not name); redirects are the caller's, each hop checked. No connection is kept: the pool
+            # is keyed by address, and a TLS connection verified for one name must not carry another's request.
             self.clients[proxy] = httpx.AsyncClient(
-                proxy=proxy, trust_env=False, follow_redirects=False, timeout=httpx.Timeout(self.timeout))
+                proxy=proxy, trust_env=False, follow_redirects=False, timeout=httpx.Timeout(self.timeout),
+                limits=httpx.Limits(max_keepalive_connections=0))
         return self.clients[proxy]
 
     async def fetch(self, method: str, url: str, headers: dict[str, str], body: bytes | None,

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import asyncio
+
 import pytest
 from scrapy.http import Headers
 
 from crawler.render_browser import conditional_headers
-from crawler.render_fetch import host_header, pinned_url, request_headers
+from crawler.render_fetch import PinnedFetcher, TooLarge, host_header, pinned_url, request_headers
 from tests.support.crawling import fetch_log, ok, pages, rows
 from tests.support.proxy import ForwardingProxy
 from tests.support.render import crawl, crawl_rebinding, needs_chromium
@@ -57,6 +59,65 @@ def test_the_stored_validators_go_on_the_pages_own_request() -> None:
     headers = Headers({"If-None-Match": '"abc"', "If-Modified-Since": "Tue, 01 Dec 2026 10:00:00 GMT", "X": "y"})
     assert conditional_headers(headers) == {"If-None-Match": '"abc"', "If-Modified-Since": "Tue, 01 Dec 2026 10:00:00 GMT"}
     assert conditional_headers(Headers({})) == {}
+
+
+class _RawServer:
+    """A loopback HTTP/1.1 server that keeps connections open and logs (connection, Host) of each request;
+    ``/big`` answers 30,000 bytes in chunks, without a Content-Length."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, str]] = []
+        self.connections = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        number = self.connections
+        try:
+            while head := await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10):
+                lines = head.decode("latin-1").split("\r\n")
+                host = next((v.strip() for k, _, v in (line.partition(":") for line in lines[1:]) if k.lower() == "host"), "")
+                self.seen.append((number, host))
+                if lines[0].split()[1] == "/big":
+                    writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                    for _ in range(30):
+                        writer.write(b"3e8\r\n" + b"x" * 1000 + b"\r\n")
+                    writer.write(b"0\r\n\r\n")
+                else:
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+def test_no_connection_is_shared_between_names_and_a_body_without_length_is_capped_while_read() -> None:
+    async def scenario() -> tuple[_RawServer, list[object]]:
+        raw = _RawServer()
+        server = await asyncio.start_server(raw.handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        fetcher = PinnedFetcher(timeout=10, max_bytes=20_000)
+        results: list[object] = []
+        try:
+            for name in ("a.example", "b.example", "a.example"):
+                results.append(await fetcher.fetch("GET", f"http://{name}:{port}/", {}, None, "127.0.0.1"))
+            with pytest.raises(TooLarge) as too_large:
+                await fetcher.fetch("GET", f"http://a.example:{port}/big", {}, None, "127.0.0.1")
+            results.append(str(too_large.value))
+        finally:
+            await fetcher.close()
+            server.close()
+            await server.wait_closed()
+        return raw, results
+
+    raw, results = asyncio.run(scenario())
+    port = raw.seen[0][1].rsplit(":", 1)[1]
+    # Each request on a connection of its own, each naming its host: nothing verified for one name carries another's.
+    assert [host for _, host in raw.seen] == [f"{n}:{port}" for n in ("a.example", "b.example", "a.example", "a.example")]
+    assert len({number for number, _ in raw.seen}) == 4
+    assert [r.body for r in results[:3]] == [b"ok"] * 3  # type: ignore[attr-defined]
+    assert results[3] == (f"response too large: http://a.example:{port}/big passed 20000 bytes, more than 20000 "
+                          "(DOWNLOAD_MAXSIZE, crawl.max_bytes)")
 
 
 # -- real crawls -------------------------------------------------------------------------------
