@@ -65,6 +65,16 @@ def request_headers(headers: dict[str, str], url: str) -> dict[str, str]:
     return kept
 
 
+def response_headers(headers: httpx.Headers) -> dict[str, str]:
+    """The headers handed to the page: repeated ones joined (``Set-Cookie`` by newlines, as Playwright reads
+    them: a cookie's date has commas), those of the wire's encoding dropped (the body is decoded)."""
+    joined: dict[str, list[str]] = {}
+    for name, value in headers.multi_items():
+        if name.lower() not in _RESPONSE_DROPPED:
+            joined.setdefault(name.lower(), []).append(value)
+    return {name: ("\n" if name == "set-cookie" else ", ").join(values) for name, values in joined.items()}
+
+
 def operator_proxy(url: str) -> str | None:
     """The proxy the environment names for ``url`` (none when ``no_proxy`` bypasses its host)."""
     proxies = urllib.request.getproxies_environment()
@@ -118,8 +128,7 @@ class PinnedFetcher:
                 parts.append(part)
         finally:
             await response.aclose()
-        headers = {k: v for k, v in response.headers.items() if k.lower() not in _RESPONSE_DROPPED}
-        return Fetched(response.status_code, headers, b"".join(parts))
+        return Fetched(response.status_code, response_headers(response.headers), b"".join(parts))
 
     def _too_large(self, url: str, how: str) -> str:
         return f"response too large: {url} {how}, more than {self.max_bytes} (DOWNLOAD_MAXSIZE, crawl.max_bytes)"

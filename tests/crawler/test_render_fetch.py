@@ -8,15 +8,15 @@ tests/support/proxy.py, or (rebinding) "localhost" answered with a public-lookin
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
-import asyncio
-
+import httpx
 import pytest
 from scrapy.http import Headers
 
 from crawler.render_browser import conditional_headers
-from crawler.render_fetch import PinnedFetcher, TooLarge, host_header, pinned_url, request_headers
+from crawler.render_fetch import PinnedFetcher, TooLarge, host_header, pinned_url, request_headers, response_headers
 from tests.support.crawling import fetch_log, ok, pages, rows
 from tests.support.proxy import ForwardingProxy
 from tests.support.render import crawl, crawl_rebinding, needs_chromium
@@ -53,6 +53,10 @@ def test_a_pinned_request_names_the_checked_address_and_keeps_the_host() -> None
     sent = request_headers({"host": "evil.example", "accept": "*/*", "accept-encoding": "br", ":authority": "x",
                             "content-length": "3", "cookie": "a=b"}, "http://docs.example/x")
     assert sent == {"accept": "*/*", "cookie": "a=b", "Host": "docs.example"}
+    got = httpx.Headers([("Content-Encoding", "gzip"), ("Set-Cookie", "a=1; Expires=Wed, 09 Jun 2027 10:18:14 GMT"),
+                         ("Set-Cookie", "b=2"), ("Vary", "Accept"), ("Vary", "Cookie"), ("Location", "/next")])
+    assert response_headers(got) == {"set-cookie": "a=1; Expires=Wed, 09 Jun 2027 10:18:14 GMT\nb=2",
+                                     "vary": "Accept, Cookie", "location": "/next"}
 
 
 def test_the_stored_validators_go_on_the_pages_own_request() -> None:
