@@ -5,9 +5,11 @@ renders nothing never imports playwright. The page's own request reaches this ha
 downloader like any other (SSRF guard, robots.txt, the host's delay). What the page then asks for (scripts,
 XHR and fetch, frames, and every redirect hop of each) is routed here: the same SSRF decision
 (``ssrf.check_address`` through the guarded resolver) and the same robots.txt decision
-(``RobotsPolicyMiddleware.decision``) before any byte leaves, then fetched through the route (Playwright's
-fetcher, redirects off, each hop decided here), so that the page itself never connects anywhere. The fetcher
-resolves the name again when it connects: SECURITY.md says what that leaves open (rebinding). Images, fonts, media and stylesheets are not fetched:
+(``RobotsPolicyMiddleware.decision``) before any byte leaves, then fetched by webqa at the very address the
+check resolved (``crawler/render_fetch.py``: no second lookup a rebinding DNS could answer differently,
+redirects off, each hop decided here, the body capped at ``crawl.max_bytes``) and handed to the page, which
+itself never connects anywhere. The page's own document carries the stored validators (If-None-Match,
+If-Modified-Since), so an unchanged page is a 304 as a static one is. Images, fonts, media and stylesheets are not fetched:
 the text does not need them. WebSockets are answered by nobody.
 
 The overrides of scrapy-playwright's private methods are pinned to its version in pyproject.toml and
@@ -26,7 +28,7 @@ from urllib.parse import urljoin, urlsplit
 from playwright.async_api import Error as PlaywrightError, Page, Request as PlaywrightRequest, Route, WebSocketRoute
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from scrapy.exceptions import NotConfigured
-from scrapy.http import TextResponse
+from scrapy.http import Response as HttpResponse, TextResponse
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 from twisted.internet.error import DNSLookupError
@@ -35,6 +37,7 @@ from crawler.middlewares.robots import RobotsPolicyMiddleware
 from crawler.middlewares.ssrf import (
     HINT, BlockedAddressError, check_address, installed_resolver, parse_ip_host, private_networks_allowed,
 )
+from crawler.render_fetch import PinnedFetcher, TooLarge
 from crawler.render import RENDER_TIMEOUT, SETTLE_SECONDS, RenderFailed, chromium_problem, rendered_text_problem
 
 if TYPE_CHECKING:
@@ -50,6 +53,7 @@ UNNEEDED = frozenset({"image", "media", "font", "stylesheet", "texttrack", "mani
 MAX_REDIRECTS = 5
 PAGE_KEY = "webqa_render_page"
 REFUSED_STAT = "webqa/count/render_refused"
+TOO_LARGE_STAT = "webqa/count/render_too_large"
 
 
 class BrowserGuard:
@@ -59,39 +63,41 @@ class BrowserGuard:
         self.crawler = crawler
         self.guard = not private_networks_allowed(crawler.settings)
 
-    async def problem(self, url: str) -> str | None:
-        """Why ``url`` must not be fetched for a page (the words recorded for a refusal), or None."""
+    async def check(self, url: str) -> tuple[str | None, str | None]:
+        """(why ``url`` must not be fetched for a page, or None; the address checked, which the fetch connects
+        to: None when the guard is off, and then the name is resolved when connecting)."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https"):
-            return f"blocked: {parts.scheme}: URLs are never fetched, only http and https"
+            return f"blocked: {parts.scheme}: URLs are never fetched, only http and https", None
         host = parts.hostname
         if not host:
-            return "blocked: a URL without a host"
+            return "blocked: a URL without a host", None
+        address = None
         if self.guard:
-            problem = await self._address_problem(host)
+            problem, address = await self._address(host)
             if problem is not None:
-                return problem
+                return problem, None
         robots = self._robots()
         if robots is not None:
             decision = await robots.decision(url)
             if not decision.allowed:
-                return decision.message
-        return None
+                return decision.message, None
+        return None, address
 
-    async def _address_problem(self, host: str) -> str | None:
+    async def _address(self, host: str) -> tuple[str | None, str | None]:
         literal = parse_ip_host(host)
         if literal is not None:
-            return check_address(literal, shown=host)
+            return check_address(literal, shown=host), str(literal)
         resolver = installed_resolver()
         if resolver is None or not resolver.guard:  # fail closed, as the middleware does
-            return f"blocked: the SSRF guard cannot check {host} (no guarded resolver); {HINT}"
+            return f"blocked: the SSRF guard cannot check {host} (no guarded resolver); {HINT}", None
         try:
-            await maybe_deferred_to_future(resolver.resolve_checked(host))
+            address = await maybe_deferred_to_future(resolver.resolve_checked(host))
         except BlockedAddressError as exc:
-            return exc.message
+            return exc.message, None
         except DNSLookupError:
-            return f"DNS lookup failed for {host}"
-        return None
+            return f"DNS lookup failed for {host}", None
+        return None, address
 
     def _robots(self) -> RobotsPolicyMiddleware | None:
         engine = self.crawler.engine
@@ -117,10 +123,28 @@ class RenderHandler(ScrapyPlaywrightDownloadHandler):
         # The whole render: load, settle, reading the document; a script that holds the page past it is cut.
         self.bound = self.timeout * 1.5 + self.settle
         self.max_bytes = crawler.settings.getint("DOWNLOAD_MAXSIZE")
+        # Every request of a page, fetched at the address its check resolved (no second lookup to rebind).
+        self.fetcher = PinnedFetcher(self.timeout, self.max_bytes)
+        # What became of a page's own document when the browser got no page from it: (what, detail), by URL.
+        self.outcomes: dict[str, tuple[str, Any]] = {}
 
     async def download_request(self, request: Request) -> Response:  # type: ignore[override]
         if not request.meta.get("playwright"):
             return await super().download_request(request)
+        try:
+            response = await self._render(request)
+        except RenderFailed:
+            outcome = self.outcomes.pop(request.url, None)
+            if outcome is None:
+                raise
+            what, detail = outcome
+            if what == "not modified":  # a 304 as a static page's: the spider records it and keeps the stored copy
+                return HttpResponse(request.url, status=304, headers=detail, request=request, flags=["playwright"])
+            raise RenderFailed(detail) from None
+        self.outcomes.pop(request.url, None)
+        return response
+
+    async def _render(self, request: Request) -> Response:
         task = asyncio.ensure_future(super().download_request(request))
         try:
             response = await asyncio.wait_for(asyncio.shield(task), self.bound)
@@ -182,8 +206,13 @@ class RenderHandler(ScrapyPlaywrightDownloadHandler):
     def _make_request_handler(self, context_name: str, method: str, url: str, headers: Any, body: Any,
                               encoding: str, spider: Spider, initial_request_done: asyncio.Event) -> Callable[..., Any]:
         async def handler(route: Route, browser_request: PlaywrightRequest) -> None:
+            # The page's own document, first time: conditional on what the store holds, as a static page is.
+            page = (not initial_request_done.is_set() and browser_request.is_navigation_request()
+                    and browser_request.url.rstrip("/") == url.rstrip("/"))
+            if page:
+                initial_request_done.set()
             try:
-                await self._route(route, browser_request, url)
+                await self._route(route, browser_request, url, conditional_headers(headers) if page else None)
             except Exception as exc:  # a refused connection, the fetch's own timeout, the page closed under it
                 log.debug("Rendering %s: request %s not completed: %s", url, browser_request.url, exc)
                 # An unanswered route would hold the page's load event until the render's bound.
@@ -192,30 +221,72 @@ class RenderHandler(ScrapyPlaywrightDownloadHandler):
 
         return handler
 
-    async def _route(self, route: Route, browser_request: PlaywrightRequest, page_url: str) -> None:
-        """Fetch what the page asks for, each hop of its redirects decided first; refuse the rest."""
+    async def _route(self, route: Route, browser_request: PlaywrightRequest, page_url: str,
+                     conditional: dict[str, str] | None) -> None:
+        """Fetch what the page asks for, each hop of its redirects decided first; refuse the rest.
+
+        ``conditional``: the page's own document (its validators, possibly none); None for what the page asks for.
+        """
         if browser_request.resource_type in UNNEEDED:
             self.stats.inc_value("webqa/render/unneeded")
             await route.abort("blockedbyclient")
             return
-        target = browser_request.url
+        target, method, body = browser_request.url, browser_request.method, browser_request.post_data_buffer
+        headers = {**await browser_request.all_headers(), **(conditional or {})}
         for _hop in range(MAX_REDIRECTS + 1):
-            problem = await self.guard.problem(target)
+            problem, address = await self.guard.check(target)
             if problem is not None:
                 self.stats.inc_value(REFUSED_STAT)
                 log.info("Rendering %s: refused the page's request for %s: %s", page_url, target, problem)
                 await route.abort("blockedbyclient")
                 return
-            response = await route.fetch(url=target, max_redirects=0, timeout=self.timeout * 1000)
-            location = response.headers.get("location")
-            if not (300 <= response.status < 400 and location):
-                await route.fulfill(response=response)
+            try:
+                fetched = await self.fetcher.fetch(method, target, headers, body, address)
+            except TooLarge as exc:
+                self._too_large(page_url, str(exc), conditional is not None)
+                await route.abort("failed")
                 return
+            location = fetched.headers.get("location")
+            if conditional is not None and fetched.status == 304:
+                self.outcomes[page_url] = ("not modified", fetched.headers)
+                await route.abort("aborted")
+                return
+            if not (300 <= fetched.status < 400 and location):
+                await route.fulfill(status=fetched.status, headers=fetched.headers, body=fetched.body)
+                return
+            # Like a browser: 303 (and 301/302 after a POST) turn into a GET without a body.
+            if fetched.status == 303 or (fetched.status in (301, 302) and method == "POST"):
+                method, body = "GET", None
             target = urljoin(target, location)
-            await response.dispose()
+            headers = {k: v for k, v in headers.items() if k.lower() not in _VALIDATORS}  # only the first hop
         log.info("Rendering %s: %s redirected more than %d times; not followed", page_url, browser_request.url,
                  MAX_REDIRECTS)
         await route.abort("blockedbyclient")
+
+    def _too_large(self, page_url: str, reason: str, page: bool) -> None:
+        """Count a body over the cap; the page's own document fails the render with the reason."""
+        self.stats.inc_value(TOO_LARGE_STAT)
+        if page:
+            self.outcomes[page_url] = ("too large", reason)
+        log.info("Rendering %s: %s; not fetched", page_url, reason)
+
+    async def _close(self) -> None:
+        with suppress(Exception):
+            await self.fetcher.close()
+        await super()._close()
+
+
+_VALIDATORS = frozenset({"if-none-match", "if-modified-since"})
+
+
+def conditional_headers(headers: Any) -> dict[str, str]:
+    """The If-None-Match / If-Modified-Since the downloader put on Scrapy's request (crawler/middlewares/conditional.py)."""
+    found: dict[str, str] = {}
+    for name in ("If-None-Match", "If-Modified-Since"):
+        value = headers.get(name) if headers is not None else None
+        if value:
+            found[name] = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+    return found
 
 
 async def _no_websocket(websocket: WebSocketRoute) -> None:

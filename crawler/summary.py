@@ -93,6 +93,8 @@ class CrawlSummary:
                if self.count("duplicates") else "")
             + (f"; browser requests refused {self.count('render_refused')} (SSRF guard or robots.txt)"
                if self.count("render_refused") else "")
+            + (f"; browser responses over crawl.max_bytes {self.count('render_too_large')} (not read)"
+               if self.count("render_too_large") else "")
             + (f"; internal errors {self.internal_errors} (logged; please report them)" if self.internal_errors else "")
             + (f"; stopped after {self.stopped_after:g} s (crawl.max_duration)" if self.stopped_after else "")
             + (f"; sitemaps read {self.count('sitemaps')} ({self.count('sitemap_urls')} URLs, "

@@ -265,6 +265,15 @@ def give_container(tree: lxml_html.HtmlElement) -> None:
     body.append(main)
 
 
+_HEADINGS = frozenset("h1 h2 h3 h4 h5 h6".split())
+
+
+def _heading_target(anchor: lxml_html.HtmlElement) -> bool:
+    """An ``<a>`` in a heading that only marks a place: no href, no text, nothing inside."""
+    return anchor.get("href") is None and not len(anchor) and not (anchor.text or "").strip() \
+        and any(isinstance(a.tag, str) and a.tag.lower() in _HEADINGS for a in anchor.iterancestors())
+
+
 def prepare(tree: lxml_html.HtmlElement) -> None:
     """Fix the two things trafilatura gets wrong on documentation sites.
 
@@ -277,10 +286,17 @@ def prepare(tree: lxml_html.HtmlElement) -> None:
        trafilatura reads ids as boilerplate hints and drops a whole section whose id contains e.g.
        "share" or "comment" (sections of the Python manual's devset pages were lost so). The id of a
        sectioning element says nothing about boilerplate, so it is removed before extraction.
+    4. Empty link targets in headings (DocBook XHTML: ``<h2><a id="_apt"/>2.1. APT</h2>``): trafilatura counts
+       the short block around such a heading as all links (one link, no link text) and deletes it, so every
+       heading of the Debian Reference was lost. The target says nothing; its tag goes, its tail stays. Only
+       in headings: elsewhere (PostgreSQL's index-term targets) it would change what English pages keep.
     """
     for element in tree.xpath("//section[@id] | //div[@id][contains(concat(' ', normalize-space(@class), ' '), ' section ')]"):
         del element.attrib["id"]
     for anchor in list(tree.iter("a")):
+        if _heading_target(anchor):
+            anchor.drop_tag()  # its whitespace and tail stay where they were
+            continue
         href = anchor.get("href") or ""
         looks_permalink = href.startswith("#") or bool(_PERMALINK_CLASS.search(anchor.get("class") or ""))
         if not looks_permalink or anchor.getparent() is None:

@@ -167,7 +167,11 @@ BM25_SQL = f"""
 WITH words AS (SELECT unnest({tokenize_in("$q", "$lang")}) AS w, $lang AS lang),
 -- Stop words leave the question before stemming, as they left the text when it was indexed: match_bm25
 -- stems them too, and "are" became "ar", matching every AR and ARFLAGS of the sysconfig page.
-tokens AS (SELECT DISTINCT term FROM ({terms("SELECT w, lang FROM words")})),
+-- In another language a question's word is a stop word when it is one without its accents too: questions
+-- ask "¿cómo…?", "¿cuál…?", "¿dónde…?", whose unaccented forms alone are on Snowball's Spanish list.
+asked AS (SELECT x.* FROM words x ANTI JOIN fts_stopwords s ON s.lang = x.lang AND x.lang <> '{languages.ENGLISH}'
+          AND strip_accents(s.sw) = strip_accents(x.w)),
+tokens AS (SELECT DISTINCT term FROM ({terms("SELECT w, lang FROM asked")})),
 hits AS MATERIALIZED (
     SELECT p.term, p.doc, p.tf_heading, p.tf_text, p.len FROM bm25_postings p WHERE p.term IN (SELECT term FROM tokens)
 ),

@@ -457,3 +457,18 @@ def test_heading_repeating_the_title_goes_above_its_sibling_sections() -> None:
     # A first heading that is not the page's title keeps its level.
     other = clean_html(html.replace("<title>NOTIFY</title>", "<title>Something else</title>"))
     assert headings(other) == [(2, "NOTIFY"), (2, "Description"), (2, "Parameters")]
+
+
+def test_docbook_xhtml_headings_with_empty_link_targets_are_kept() -> None:
+    # The Debian Reference (DocBook XSL, XHTML): <a id="…"/> opens every heading. trafilatura counted such a
+    # heading as all links (one link, no link text) and deleted it, so no chunk had a heading path.
+    text = "<p>" + "El sistema de gestión de paquetes de Debian instala paquetes binarios consistentes. " * 12 + "</p>"
+    section = ("<div class='section'><div class='titlepage'><div><div><h2 class='title'><a id='_{0}'/>2.{0}. "
+               "Sección {0}</h2></div></div></div>{1}</div>")
+    html = ('<?xml version="1.0" encoding="UTF-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml"><head>'
+            "<title>Capítulo 2. Gestión de paquetes</title></head><body><div class='chapter'><div class='titlepage'>"
+            "<div><div><h1 class='title'><a id='_cap'/>Capítulo 2. Gestión de paquetes</h1></div></div></div>"
+            + section.format(1, text) + section.format(2, text) + "</div></body></html>")
+    result = clean_html(html)
+    assert result.method == "main"
+    assert headings(result) == [(1, "Capítulo 2. Gestión de paquetes"), (2, "2.1. Sección 1"), (2, "2.2. Sección 2")]

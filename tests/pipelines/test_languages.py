@@ -99,6 +99,19 @@ def test_a_spanish_question_finds_the_inflected_word_of_a_spanish_page(tmp_path:
         assert Selector(store.conn, ensure_fts=store.load_fts).select(question, "bm25").candidates == []
 
 
+def test_an_accented_question_word_is_a_stop_word_when_its_plain_form_is(tmp_path: Path) -> None:
+    # Snowball's Spanish list has "como" and "donde", not the interrogative "cómo" and "dónde" questions use.
+    question = "¿Cómo y dónde instalaron?"
+    with Store.open(tmp_path / "es.duckdb") as store:
+        spanish = _save(store, "http://a.test/es", SPANISH, "es")
+        _save(store, "http://a.test/como", "Cómo y dónde se configura el teclado: en el archivo de ajustes.", "es")
+        found = [c.chunk_id for c in Selector(store.conn, ensure_fts=store.load_fts).select(question, "bm25").candidates]
+        # The page that shares only "cómo" and "dónde" with the question is not a candidate at all.
+        assert found == spanish
+        # The page's own words are indexed as before: its "cómo" is still a term there.
+        assert "com" in _terms(store, "http://a.test/como")
+
+
 def test_a_database_of_schema_8_is_reindexed_in_its_pages_languages(tmp_path: Path) -> None:
     db = tmp_path / "v8.duckdb"
     with Store.open(db) as opened:

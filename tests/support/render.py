@@ -67,3 +67,34 @@ def webqa_through(proxy: ForwardingProxy, *args: str, host: str) -> subprocess.C
     env["OLLAMA_HOST"] = host
     return subprocess.run([sys.executable, "-c", _CLI, *args], cwd=REPO, capture_output=True, text=True,
                           timeout=300, env=env)
+
+
+# A name whose answers differ (DNS rebinding), simulated on loopback: webqa's resolver answers "localhost" with a
+# public-looking address, which only that address's connections reach (httpcore's connect is sent on to 127.0.0.2,
+# the "public" site); any other lookup of the name (the operating system's, as a fetcher that resolves again
+# would make) answers 127.0.0.1, the private host.
+REBIND_PUBLIC = "93.184.215.14"
+_REBIND = """
+import sys
+from scrapy.resolver import CachingThreadedResolver
+from twisted.internet import defer
+real = CachingThreadedResolver.getHostByName
+def public_dns(self, name, timeout=()):
+    return defer.succeed("%(public)s") if name == "localhost" else real(self, name, timeout)
+CachingThreadedResolver.getHostByName = public_dns
+from httpcore._backends.auto import AutoBackend
+connect = AutoBackend.connect_tcp
+async def route_public(self, host, port, *args, **kwargs):
+    return await connect(self, "127.0.0.2" if host == "%(public)s" else host, port, *args, **kwargs)
+AutoBackend.connect_tcp = route_public
+""" % {"public": REBIND_PUBLIC}
+
+
+def crawl_rebinding(db: Path, **options: Any) -> subprocess.CompletedProcess[str]:
+    """:func:`crawl` with the guard on, no proxy, and "localhost" rebinding as above."""
+    options.setdefault("delay", 0)
+    env = _env(None)
+    env.pop("WEBQA_ALLOW_PRIVATE_NETWORKS", None)
+    script = "import json\n" + _REBIND + _API[_API.index("from crawler.run import"):]
+    return subprocess.run([sys.executable, "-c", script, json.dumps(options), str(db)], cwd=REPO,
+                          capture_output=True, text=True, timeout=180, env=env)
