@@ -109,7 +109,15 @@ _INDEXED_WINDOWS = """
 
 
 def _rebuild_sql(dims: int) -> str:
-    return f"CREATE OR REPLACE TABLE {unit_vectors_table(dims)} AS {_unit_rows(dims, _INDEXED_WINDOWS)}"
+    """One slice of a full build: the docs numbered in [$low, $high)."""
+    return (f"INSERT INTO {unit_vectors_table(dims)} "
+            f"{_unit_rows(dims, _INDEXED_WINDOWS + chr(10) + '    WHERE s.doc >= $low AND s.doc < $high')}")
+
+
+# Docs per slice of a full build: one statement over every doc sorted all the vectors at once (peak RSS
+# 4,959 MiB at 300,000 chunks); slices of docs in order write the same rows with memory bounded by a slice
+# (BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
+REBUILD_SLICE_DOCS = 100_000
 
 
 def _index_sql(dims: int, listed: bool) -> str:
@@ -156,7 +164,12 @@ def _add_sql(dims: int) -> tuple[str, str]:
 
 def rebuild_unit_vectors(conn: duckdb.DuckDBPyConnection, dims: int) -> None:
     """(Re)build the typed vector table for ``dims`` from the cache. Needs selection_docs."""
-    conn.execute(_rebuild_sql(dims), {"scheme": EMBED_SCHEME})
+    table = unit_vectors_table(dims)
+    conn.execute(f"CREATE OR REPLACE TABLE {table} (model VARCHAR, doc INTEGER, url VARCHAR, ordinal INTEGER, "
+                 f"part INTEGER, vector FLOAT[{int(dims)}])")
+    high = conn.execute("SELECT coalesce(max(doc), 0) FROM selection_docs").fetchone()[0]  # type: ignore[index]
+    for low in range(0, int(high) + 1, REBUILD_SLICE_DOCS):
+        conn.execute(_rebuild_sql(dims), {"scheme": EMBED_SCHEME, "low": low, "high": low + REBUILD_SLICE_DOCS})
     vector_codes.rebuild(conn, dims)
 
 
