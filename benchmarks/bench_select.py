@@ -75,8 +75,11 @@ def build(source: Path, target: Path, size: int) -> None:
         copies = -(-size // base)
         # A build killed after its chunks were inserted resumes from them (a million chunks take long).
         resumed = conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == size
-        conn.execute("DELETE FROM chunk_windows")
-        conn.execute("DELETE FROM embeddings")
+        # ... and from its vectors, when they were inserted too (the index build is what failed).
+        vectored = resumed and conn.execute("SELECT count(*) FROM embeddings").fetchone()[0] > 0
+        if not vectored:
+            conn.execute("DELETE FROM chunk_windows")
+            conn.execute("DELETE FROM embeddings")
         conn.execute("SELECT $copies + $size" if resumed else
             """
             INSERT INTO chunks (chunk_id, url, ordinal, heading_path, text, token_estimate, content_hash, embed_key)
@@ -106,8 +109,9 @@ def build(source: Path, target: Path, size: int) -> None:
         t1 = time.perf_counter()
         # The product's windows (a long chunk is embedded as several 150-word windows), then one hashed
         # vector per window, as Selector.embed_missing would store them.
-        _add_windows_bulk(conn)
-        conn.execute(
+        if not vectored:
+            _add_windows_bulk(conn)
+        conn.execute("SELECT $model" if vectored else
             f"INSERT INTO embeddings SELECT $model, window_key, {DIMS}, {_VECTOR_SQL % 'window_key'} "
             "FROM (SELECT DISTINCT window_key FROM chunk_windows)",
             {"model": MODEL},

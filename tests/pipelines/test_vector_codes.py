@@ -13,7 +13,7 @@ import pytest
 
 from jobs.runstore import RunStore
 from jobs.select import Selector
-from pipelines import vector_codes, vectors
+from pipelines import search_index, vector_codes, vectors
 from tests.pipelines.test_incremental_index import QUESTIONS, URLS, VocabEmbedder, _page
 
 
@@ -94,9 +94,16 @@ def test_codes_follow_the_vectors_page_by_page_and_rank_like_the_exact_scan(tmp_
 
         # A full build in slices of 3 docs (streamed: memory bounded by a slice) writes the same rows, and
         # re-encodes every one (docs renumbered).
+        bm25 = {q: [(c.chunk_id, c.score) for c in exact.select(q, "bm25").candidates] for q in QUESTIONS}
+        docs = store.conn.execute("SELECT chunk_id FROM selection_docs ORDER BY url, ordinal").fetchall()
         monkeypatch.setattr(vectors, "REBUILD_SLICE_DOCS", 3)
+        monkeypatch.setattr(search_index, "REBUILD_SLICE_CHUNKS", 4)  # and the postings in slices of pages
         store.rebuild_fts()
+        assert len(search_index.url_slices(store.conn, 4)) > 3
+        # Docs numbered in (url, ordinal) order across slices, as one statement numbers them.
+        assert store.conn.execute("SELECT chunk_id FROM selection_docs ORDER BY doc").fetchall() == docs
         assert _twins_match(store) == rows
+        assert {q: [(c.chunk_id, c.score) for c in exact.select(q, "bm25").candidates] for q in QUESTIONS} == bm25
         assert {q: _ranking(exact, q) for q in QUESTIONS} == before
         assert {q: _ranking(approx, q) for q in QUESTIONS} == before
 
