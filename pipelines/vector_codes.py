@@ -28,9 +28,13 @@ import numpy as np
 from pipelines.sql import table_exists
 
 CODES_PREFIX = "vector_codes_"
-# Windows re-scored exactly after the Hamming scan: enough to hold the exact top 50 chunks' best windows
-# (recall measured in BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
+# Windows re-scored exactly: enough to hold the exact top 50 chunks' best windows (recall measured in
+# BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
 RESCORE_WINDOWS = 1000
+# Windows kept by the Hamming distance and ranked again by the question's own floats against their sign
+# bits (``asymmetric``) before the exact re-score: Hamming alone throws away how large each of the
+# question's components is, and on real vectors (the dev set) lost top-50 chunks that this keeps.
+WIDE_WINDOWS = 20_000
 # Rows encoded per batch by a full build: bounds its memory (a batch of FLOAT[384] is ~80 MB in numpy).
 BUILD_BATCH = 50_000
 
@@ -65,6 +69,30 @@ def nearest(distances: np.ndarray, k: int) -> np.ndarray:
     key = distances.astype(np.int64) << 32 | np.arange(len(distances), dtype=np.int64)
     part = np.argpartition(key, k - 1)[:k]
     return part[np.argsort(key[part])]
+
+
+# Each byte value's 8 bits as ±1, most significant first (np.packbits' order).
+_SIGNS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float32) * 2 - 1
+
+
+def asymmetric(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """The question's dot product with each code read as a ±1 vector (n × words uint64; query: dims floats)."""
+    dims = code_words(len(query)) * 64
+    padded = np.zeros(dims, dtype=np.float32)
+    padded[: len(query)] = query
+    table = _SIGNS @ padded.reshape(dims // 8, 8).T  # 256 × bytes: each byte value's share of the score
+    octets = codes.view(np.uint8)
+    return table[octets, np.arange(dims // 8)].sum(axis=1, dtype=np.float32)
+
+
+def first_stage(codes: np.ndarray, query: np.ndarray, windows: int, wide: int) -> np.ndarray:
+    """Positions of the ``windows`` best codes for the unit ``query``: the ``wide`` nearest by Hamming distance,
+    then by asymmetric score; ties by position (deterministic)."""
+    near = nearest(hamming(codes, encode(query[None, :])[0]), wide)
+    if len(near) <= windows and len(near) == len(codes):
+        return np.sort(near)
+    scores = asymmetric(codes[near], query)
+    return near[np.lexsort((near, -scores))[:windows]]
 
 
 # -- the table, kept in step with unit_vectors_<dims> ------------------------------------------------------
@@ -193,7 +221,7 @@ def rank(conn: duckdb.DuckDBPyConnection, cache: CodeCache, vector: Sequence[flo
     dims = len(vector)
     loaded = cache.get(conn, dims, model)
     query = np.asarray(vector, dtype=np.float32)
-    order = nearest(hamming(loaded.codes, encode(query[None, :])[0]), windows)
+    order = first_stage(loaded.codes, query, windows, max(windows, WIDE_WINDOWS))
     if not len(order):
         return []
     ids = ",".join(str(int(r)) for r in loaded.rowids[order])

@@ -149,3 +149,26 @@ def test_the_size_threshold_keeps_small_corpora_on_the_exact_scan(tmp_path: Path
         monkeypatch.setattr("jobs.select.APPROXIMATE_MIN_WINDOWS", 1)
         selector.select("widget", "embedding")
         assert calls == [1]
+
+
+def test_asymmetric_scores_are_the_question_against_each_code_as_plus_or_minus_one() -> None:
+    rng = np.random.default_rng(0)
+    docs = rng.normal(size=(6, 70)).astype(np.float32)
+    query = rng.normal(size=70).astype(np.float32)
+    signs = np.where(docs > 0, 1.0, -1.0)
+    assert vector_codes.asymmetric(vector_codes.encode(docs), query) == pytest.approx(signs @ query, abs=1e-4)
+
+
+def test_the_first_stage_narrows_by_hamming_then_by_the_questions_floats() -> None:
+    rng = np.random.default_rng(1)
+    docs = rng.normal(size=(400, 64)).astype(np.float32)
+    docs[10] = docs[20]  # a tie on both scores: the lower position first
+    codes = vector_codes.encode(docs)
+    query = docs[20] + rng.normal(0, 0.1, 64).astype(np.float32)
+    query /= np.linalg.norm(query)
+    picked = vector_codes.first_stage(codes, query, 5, 50)
+    assert list(picked[:2]) == [10, 20]
+    near = set(vector_codes.nearest(vector_codes.hamming(codes, vector_codes.encode(query[None, :])[0]), 50).tolist())
+    assert set(picked.tolist()) <= near
+    assert list(vector_codes.first_stage(codes, query, 5, 50)) == list(picked)
+    assert sorted(vector_codes.first_stage(codes, query, 400, 400)) == list(range(400))
