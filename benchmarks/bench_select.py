@@ -338,6 +338,31 @@ def codes_build(db: Path) -> None:
                           "vm_hwm_mib": round(_vm_kib("VmHWM") / 1024)}))
 
 
+def vectors_index(db: Path) -> None:
+    """Child process: the embedding index alone on a built database: selection_docs numbered by SQL as a full
+    build numbers them (no bm25 postings: at a million chunks their build did not fit the time a loaded
+    machine left), then the product's sliced unit-vector build and its codes (vectors.rebuild_unit_vectors).
+    For the embedding leg's latency and recall when the full build is out of reach; bm25 is then unusable."""
+    from pipelines import vectors as vec
+    from pipelines.store import Store
+
+    with Store.open(db) as store:
+        conn = store.conn
+        t, cpu = time.perf_counter(), time.process_time()
+        with store.transaction():
+            conn.execute("DELETE FROM bm25_postings")
+            conn.execute("DELETE FROM selection_docs")
+            conn.execute("INSERT INTO selection_docs SELECT (row_number() OVER (ORDER BY url, ordinal))::INTEGER, "
+                         "chunk_id, url, ordinal, embed_key, 0, 'porter' FROM chunks ORDER BY 1")
+        docs_s = time.perf_counter() - t
+        t2 = time.perf_counter()
+        with store.transaction():
+            vec.rebuild_unit_vectors(conn, DIMS)
+        print(json.dumps({"selection_docs_s": round(docs_s, 1), "unit_vectors_and_codes_s": round(time.perf_counter() - t2, 1),
+                          "cpu_s": round(time.process_time() - cpu, 1), "vm_hwm_mib": round(_vm_kib("VmHWM") / 1024),
+                          "windows": conn.execute(f"SELECT count(*) FROM unit_vectors_{DIMS}").fetchone()[0]}))
+
+
 def recall_questions(count: int) -> list[str]:
     """The 30 benchmark questions, the dev set's, then numbered ones up to ``count`` (their vectors are
     hashed like every bench vector, so a numbered question is as good a probe as a real one)."""
@@ -773,10 +798,12 @@ def _build(me: Path, source: Path, db: Path, size: int) -> tuple[Any, dict[str, 
 
 def _codes(me: Path, db: Path, args: argparse.Namespace) -> dict[str, Any]:
     """The codes' full build in its own process, then the first stage's recall against the exact scan."""
-    common.wait_for_quiet(args.max_wait)
-    ran = common.run_measured([common.PYTHON, me, "--codes-build-one", db], timeout=3600).check()
-    fig: dict[str, Any] = {"build": {**json.loads(ran.stdout.strip().splitlines()[-1]), "process": ran.summary()}}
-    print(f"  codes build (own process): {fig['build']}; {common.load_note(ran.load)}")
+    fig: dict[str, Any] = {}
+    if not args.skip_codes_build:
+        common.wait_for_quiet(args.max_wait)
+        ran = common.run_measured([common.PYTHON, me, "--codes-build-one", db], timeout=3600).check()
+        fig["build"] = {**json.loads(ran.stdout.strip().splitlines()[-1]), "process": ran.summary()}
+        print(f"  codes build (own process): {fig['build']}; {common.load_note(ran.load)}")
     common.wait_for_quiet(args.max_wait)
     ran = common.run_measured([common.PYTHON, me, "--codes-recall-one", db, "--recall-questions",
                                args.recall_questions, "--rescore", args.rescore], timeout=3600).check()
@@ -822,10 +849,13 @@ def main() -> None:
     parser.add_argument("--codes", action="store_true",
                         help="also time the codes' full build (own process) and measure the first stage's recall "
                              "of the exact top 50 against the exact scan")
+    parser.add_argument("--skip-codes-build", action="store_true", help="with --codes: use the codes as stored")
     parser.add_argument("--recall-questions", type=int, default=120, help="questions for --codes recall (default 120)")
     parser.add_argument("--rescore", default="1000", help="windows re-scored exactly, for --codes (default 1000)")
     parser.add_argument("--reuse", action="store_true", help="with --keep: reuse a kept database instead of building it")
     parser.add_argument("--codes-build-one", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--vectors-index-one", type=Path,
+                        help="index only the vectors of a kept database (see vectors_index) and exit")
     parser.add_argument("--codes-recall-one", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--reindex-one", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--vectors-one", type=Path, help=argparse.SUPPRESS)
@@ -842,6 +872,9 @@ def main() -> None:
     approximate = {"auto": None, "on": True, "off": False}[args.approximate]
     if args.query:
         query(args.query, args.repeat, methods, args.budget, approximate)
+        return
+    if args.vectors_index_one:
+        vectors_index(args.vectors_index_one)
         return
     if args.codes_build_one:
         codes_build(args.codes_build_one)
