@@ -363,6 +363,34 @@ def vectors_index(db: Path) -> None:
                           "windows": conn.execute(f"SELECT count(*) FROM unit_vectors_{DIMS}").fetchone()[0]}))
 
 
+def postings_index(db: Path) -> None:
+    """Child process: bm25's postings for a database indexed by ``vectors_index`` (docs kept, so the vectors
+    keyed by them stay valid), slice by slice as the product's full build goes (search_index.url_slices), one
+    transaction per slice. Prints time and peak RSS."""
+    from pipelines import search_index as si
+    from pipelines.store import Store
+
+    with Store.open(db) as store:
+        conn = store.conn
+        store.load_fts()
+        t, cpu = time.perf_counter(), time.process_time()
+        conn.execute("DELETE FROM bm25_postings")
+        slices = si.url_slices(conn, si.REBUILD_SLICE_CHUNKS)
+        for piece in slices:
+            bound = {"low": piece.low, "high": piece.high}
+            with store.transaction():
+                conn.execute(si.language_of_pages(si._IN_SLICE), bound)
+                conn.execute(si.index_terms(f"(SELECT * FROM chunks WHERE {si._IN_SLICE})"), bound)
+                conn.execute("UPDATE selection_docs s SET len = l.len FROM (SELECT chunk_id, sum(tf_heading + tf_text) "
+                             "AS len FROM index_terms GROUP BY chunk_id) l WHERE s.chunk_id = l.chunk_id")
+                conn.execute(si.INDEX_POSTINGS, {"base": 0})
+                for statement in si.DROP_INDEX_TERMS:
+                    conn.execute(statement)
+        print(json.dumps({"postings_s": round(time.perf_counter() - t, 1), "cpu_s": round(time.process_time() - cpu, 1),
+                          "slices": len(slices), "vm_hwm_mib": round(_vm_kib("VmHWM") / 1024),
+                          "postings": conn.execute("SELECT count(*) FROM bm25_postings").fetchone()[0]}))
+
+
 def recall_questions(count: int) -> list[str]:
     """The 30 benchmark questions, the dev set's, then numbered ones up to ``count`` (their vectors are
     hashed like every bench vector, so a numbered question is as good a probe as a real one)."""
@@ -854,6 +882,8 @@ def main() -> None:
     parser.add_argument("--rescore", default="1000", help="windows re-scored exactly, for --codes (default 1000)")
     parser.add_argument("--reuse", action="store_true", help="with --keep: reuse a kept database instead of building it")
     parser.add_argument("--codes-build-one", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--postings-one", type=Path,
+                        help="add bm25's postings to a database indexed by --vectors-index-one and exit")
     parser.add_argument("--vectors-index-one", type=Path,
                         help="index only the vectors of a kept database (see vectors_index) and exit")
     parser.add_argument("--codes-recall-one", type=Path, help=argparse.SUPPRESS)
@@ -872,6 +902,9 @@ def main() -> None:
     approximate = {"auto": None, "on": True, "off": False}[args.approximate]
     if args.query:
         query(args.query, args.repeat, methods, args.budget, approximate)
+        return
+    if args.postings_one:
+        postings_index(args.postings_one)
         return
     if args.vectors_index_one:
         vectors_index(args.vectors_index_one)
