@@ -125,8 +125,10 @@ def sync(conn: duckdb.DuckDBPyConnection, dims: int, where: str = "TRUE", params
          *, batched: bool = False) -> int:
     """Encode the rows of unit_vectors_<dims> matching ``where`` that have no twin yet; returns how many.
     ``batched`` (a full build): in doc ranges of ``BUILD_BATCH // 2`` docs, so its memory stays bounded
-    (fetchnumpy holds a whole result)."""
-    conn.execute(_ddl(dims))
+    (fetchnumpy holds a whole result). Without the table (a database from before the codes) nothing is
+    done: a partial table would hide windows from the scan; the first approximate question builds it whole."""
+    if not table_exists(conn, codes_table(dims)):
+        return 0
     if not batched:
         return _encode_missing(conn, dims, where, params)
     bounds = conn.execute(f"SELECT min(doc), max(doc) FROM unit_vectors_{int(dims)} v WHERE {where}",
@@ -148,6 +150,7 @@ def _encode_missing(conn: duckdb.DuckDBPyConnection, dims: int, where: str, para
 def rebuild(conn: duckdb.DuckDBPyConnection, dims: int) -> int:
     """Encode every row of unit_vectors_<dims> afresh (after that table was rebuilt)."""
     conn.execute(f"DROP TABLE IF EXISTS {codes_table(dims)}")
+    conn.execute(_ddl(dims))
     return sync(conn, dims, batched=True)
 
 

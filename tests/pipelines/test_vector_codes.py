@@ -117,6 +117,10 @@ def test_an_old_database_is_encoded_on_first_use_and_runs_repeat(tmp_path: Path,
         Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m").select("widget", "embedding")
         for dims in vectors.vector_table_dims(store.conn):  # as a database indexed before the codes existed
             vector_codes.drop(store.conn, dims)
+        # Pages written meanwhile leave the codes alone: a table of only their rows would hide the others.
+        record, chunks = _page(rng, URLS[0], 99)
+        store.save_page(record, chunks, crawl_run_id=99)
+        Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m", approximate=False).select("colours", "embedding")
         exact = Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m", approximate=False, pool=5)
         assert _ranking(exact, "widget server port")
         assert not store.conn.execute("SELECT count(*) FROM duckdb_tables() WHERE starts_with(table_name, ?)",
