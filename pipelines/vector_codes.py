@@ -3,13 +3,14 @@
 Every row of ``unit_vectors_<dims>`` has a twin in ``vector_codes_<dims>``: its sign bits (``code``, one bit
 per dimension, padded to whole 64-bit words) and its unit vector as raw float32 bytes (``vector``). A
 question is scanned by Hamming distance between its own sign bits and every code (popcount of xor, in
-numpy, over codes held in memory: a few tens of MB at a million chunks), the best ``RESCORE_WINDOWS``
-windows are fetched by row id and re-scored exactly (their dot product with the question), and the chunks
-ranked by their best window as the exact scan ranks them.
+numpy, over codes held in memory: 80 MB at a million chunks), the ``WIDE_WINDOWS`` nearest are ranked again
+by the question's floats against their bits, the best ``RESCORE_WINDOWS`` are fetched by row id and
+re-scored exactly (their dot product with the question), and the chunks ranked by their best window as the
+exact scan ranks them.
 
 Why this shape (figures: BENCHMARKS.md, "Selection latency at 1,000,000 chunks"): the exact scan reads
-every float of every window per question; DuckDB's bit_count loops over bits and fetching a few hundred
-FLOAT[N] rows by key costs about as much as scanning them all, while a BLOB fetched by row id is cheap.
+every float of every window per question; DuckDB's bit_count loops over bits, and fetching a few hundred
+FLOAT[N] rows by key costs about as much as scanning them all, BLOBs by row id less (still ~90 ms at 1M).
 
 Deterministic: windows tied on distance are taken in (doc, part) order, and the re-score breaks ties by
 url, ordinal and part as the exact scan does. The table is kept in step with ``unit_vectors_<dims>`` by
