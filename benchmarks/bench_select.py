@@ -55,7 +55,9 @@ METHODS = ("keyword", "bm25", "embedding", "hybrid")
 GOALS_MS = {"bm25": 50.0, "hybrid": 150.0}
 
 # A deterministic pseudo-random vector in [-1, 1) per (seed, dimension), computed inside DuckDB.
-_VECTOR_SQL = f"list_transform(range({DIMS}), i -> ((hash(%s || ':' || i) %% 20000)::FLOAT / 10000 - 1))"
+# Hashed from (seed, dimension) as two values: hashing a concatenated string cost 7 times the CPU (a million
+# chunks' 1.66M windows).
+_VECTOR_SQL = f"list_transform(range({DIMS}), i -> ((hash(%s, i) %% 20000)::FLOAT / 10000 - 1))"
 
 
 def build(source: Path, target: Path, size: int) -> None:
@@ -71,9 +73,16 @@ def build(source: Path, target: Path, size: int) -> None:
         conn.execute(f"ATTACH '{source}' AS src (READ_ONLY)")
         base = conn.execute("SELECT count(*) FROM src.chunks").fetchone()[0]
         copies = -(-size // base)
-        conn.execute(
+        # A build killed after its chunks were inserted resumes from them (a million chunks take long).
+        resumed = conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == size
+        # ... and from its vectors, when they were inserted too (the index build is what failed).
+        vectored = resumed and conn.execute("SELECT count(*) FROM embeddings").fetchone()[0] > 0
+        if not vectored:
+            conn.execute("DELETE FROM chunk_windows")
+            conn.execute("DELETE FROM embeddings")
+        conn.execute("SELECT $copies + $size" if resumed else
             """
-            INSERT INTO chunks
+            INSERT INTO chunks (chunk_id, url, ordinal, heading_path, text, token_estimate, content_hash, embed_key)
             SELECT chunk_id, url, ordinal, heading_path, text, token_estimate, content_hash,
                    sha256(CASE WHEN heading_path <> '' THEN heading_path || chr(10) || chr(10) || text ELSE text END)
             FROM (
@@ -100,14 +109,19 @@ def build(source: Path, target: Path, size: int) -> None:
         t1 = time.perf_counter()
         # The product's windows (a long chunk is embedded as several 150-word windows), then one hashed
         # vector per window, as Selector.embed_missing would store them.
-        add_windows(conn, None)
-        conn.execute(
+        if not vectored:
+            _add_windows_bulk(conn)
+        conn.execute("SELECT $model" if vectored else
             f"INSERT INTO embeddings SELECT $model, window_key, {DIMS}, {_VECTOR_SQL % 'window_key'} "
             "FROM (SELECT DISTINCT window_key FROM chunk_windows)",
             {"model": MODEL},
         )
         figures["embeddings_insert_s"] = time.perf_counter() - t1
         t2 = time.perf_counter()
+        # At a million chunks the index build would otherwise hold its sorts in memory (DuckDB's default
+        # limit is 80% of RAM, on a machine others share): past the limit DuckDB spills to disk.
+        if os.environ.get("BENCH_MEMORY_LIMIT"):
+            conn.execute(f"SET memory_limit = '{os.environ['BENCH_MEMORY_LIMIT']}'")
         store.rebuild_fts()
         figures["rebuild_fts_s"] = time.perf_counter() - t2
         conn.execute("DETACH src")
@@ -120,6 +134,30 @@ def build(source: Path, target: Path, size: int) -> None:
     figures["total_s"] = time.perf_counter() - t0
     figures["db_mib"] = round(target.stat().st_size / 2**20, 1)
     print(json.dumps(figures))
+
+
+def _add_windows_bulk(conn: Any) -> None:
+    """pipelines.vectors.add_windows for every chunk, inserted in bulk (its VALUES statements of 200 rows
+    would take most of an hour for 1.66M windows); the same rows."""
+    import numpy as np
+
+    from pipelines.vectors import EMBED_SCHEME, embed_windows, text_key
+
+    last = ""
+    while True:  # in slices of embed keys, so the texts of a million chunks are never all in memory
+        chunks = conn.execute("SELECT embed_key, any_value(heading_path), any_value(text) FROM chunks "
+                              "WHERE embed_key > $last GROUP BY embed_key ORDER BY embed_key LIMIT 100000",
+                              {"last": last}).fetchall()
+        if not chunks:
+            return
+        rows = [(key, index, text_key(window)) for key, heading, text in chunks
+                for index, window in enumerate(embed_windows(heading, text))]
+        batch = {"embed_key": np.array([r[0] for r in rows], dtype=object),  # noqa: F841 (DuckDB scans it)
+                 "part": np.array([r[1] for r in rows], dtype=np.int32),
+                 "window_key": np.array([r[2] for r in rows], dtype=object)}
+        conn.execute("INSERT OR IGNORE INTO chunk_windows SELECT embed_key, $scheme, part, window_key FROM batch",
+                     {"scheme": EMBED_SCHEME})
+        last = chunks[-1][0]
 
 
 def recrawl(db: Path, fraction: float) -> None:
@@ -216,7 +254,7 @@ def _hashed_vector(text: str) -> list[float]:
     return [((digest[i % 32] * 31 + i) % 200) / 100 - 1 for i in range(DIMS)]
 
 
-def query(db: Path, repeat: int, methods: Sequence[str], budget_s: float) -> None:
+def query(db: Path, repeat: int, methods: Sequence[str], budget_s: float, approximate: bool | None = None) -> None:
     """Child process: time Selector.select for every question and method; prints one JSON line.
 
     Every question is asked at least once per method; further passes (up to ``repeat``) only while the
@@ -231,7 +269,10 @@ def query(db: Path, repeat: int, methods: Sequence[str], budget_s: float) -> Non
         vectors = {q: store.conn.execute(f"SELECT {_VECTOR_SQL % '$q'}", {"q": "question " + q}).fetchone()[0]
                    for q in questions}
         embedder = PrecomputedEmbedder(vectors)
-        selector = Selector(store.conn, embedder=embedder, embedding_model=MODEL, ensure_fts=store.load_fts)
+        selector = Selector(store.conn, embedder=embedder, embedding_model=MODEL, ensure_fts=store.load_fts,
+                            approximate=approximate)
+        out["approximate"] = approximate
+        out["rss_before_mib"] = round(_vm_kib("VmRSS") / 1024)
         for method in methods:
             t0 = time.perf_counter()
             first = selector.select(questions[0], method)
@@ -277,6 +318,128 @@ def query(db: Path, repeat: int, methods: Sequence[str], budget_s: float) -> Non
                   f"per question median {m['cpu_median_ms']:.1f} ms, p95 {m['cpu_p95_ms']:.1f} ms; load average "
                   f"{os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
         out["embedder_calls"] = embedder.calls
+    out["rss_after_mib"] = round(_vm_kib("VmRSS") / 1024)
+    out["vm_hwm_mib"] = round(_vm_kib("VmHWM") / 1024)
+    print(json.dumps(out))
+
+
+def codes_build(db: Path) -> None:
+    """Child process: vector_codes.rebuild (every unit vector encoded, in batches) alone, for its time and peak
+    memory, as a database indexed before the codes existed pays it once."""
+    from pipelines import vector_codes
+    from pipelines.store import Store
+
+    with Store.open(db) as store:
+        t, cpu = time.perf_counter(), time.process_time()
+        with store.transaction():
+            rows = vector_codes.rebuild(store.conn, DIMS)
+        print(json.dumps({"codes_build_s": round(time.perf_counter() - t, 1),
+                          "codes_build_cpu_s": round(time.process_time() - cpu, 1), "rows": rows,
+                          "vm_hwm_mib": round(_vm_kib("VmHWM") / 1024)}))
+
+
+def vectors_index(db: Path) -> None:
+    """Child process: the embedding index alone on a built database: selection_docs numbered by SQL as a full
+    build numbers them (no bm25 postings: at a million chunks their build did not fit the time a loaded
+    machine left), then the product's sliced unit-vector build and its codes (vectors.rebuild_unit_vectors).
+    For the embedding leg's latency and recall when the full build is out of reach; bm25 is then unusable."""
+    from pipelines import vectors as vec
+    from pipelines.store import Store
+
+    with Store.open(db) as store:
+        conn = store.conn
+        t, cpu = time.perf_counter(), time.process_time()
+        with store.transaction():
+            conn.execute("DELETE FROM bm25_postings")
+            conn.execute("DELETE FROM selection_docs")
+            conn.execute("INSERT INTO selection_docs SELECT (row_number() OVER (ORDER BY url, ordinal))::INTEGER, "
+                         "chunk_id, url, ordinal, embed_key, 0, 'porter' FROM chunks ORDER BY 1")
+        docs_s = time.perf_counter() - t
+        t2 = time.perf_counter()
+        with store.transaction():
+            vec.rebuild_unit_vectors(conn, DIMS)
+        print(json.dumps({"selection_docs_s": round(docs_s, 1), "unit_vectors_and_codes_s": round(time.perf_counter() - t2, 1),
+                          "cpu_s": round(time.process_time() - cpu, 1), "vm_hwm_mib": round(_vm_kib("VmHWM") / 1024),
+                          "windows": conn.execute(f"SELECT count(*) FROM unit_vectors_{DIMS}").fetchone()[0]}))
+
+
+def postings_index(db: Path) -> None:
+    """Child process: bm25's postings for a database indexed by ``vectors_index`` (docs kept, so the vectors
+    keyed by them stay valid), slice by slice as the product's full build goes (search_index.url_slices), one
+    transaction per slice. Prints time and peak RSS."""
+    from pipelines import search_index as si
+    from pipelines.store import Store
+
+    with Store.open(db) as store:
+        conn = store.conn
+        store.load_fts()
+        t, cpu = time.perf_counter(), time.process_time()
+        conn.execute("DELETE FROM bm25_postings")
+        slices = si.url_slices(conn, si.REBUILD_SLICE_CHUNKS)
+        for piece in slices:
+            bound = {"low": piece.low, "high": piece.high}
+            with store.transaction():
+                conn.execute(si.language_of_pages(si._IN_SLICE), bound)
+                conn.execute(si.index_terms(f"(SELECT * FROM chunks WHERE {si._IN_SLICE})"), bound)
+                conn.execute("UPDATE selection_docs s SET len = l.len FROM (SELECT chunk_id, sum(tf_heading + tf_text) "
+                             "AS len FROM index_terms GROUP BY chunk_id) l WHERE s.chunk_id = l.chunk_id")
+                conn.execute(si.INDEX_POSTINGS, {"base": 0})
+                for statement in si.DROP_INDEX_TERMS:
+                    conn.execute(statement)
+        print(json.dumps({"postings_s": round(time.perf_counter() - t, 1), "cpu_s": round(time.process_time() - cpu, 1),
+                          "slices": len(slices), "vm_hwm_mib": round(_vm_kib("VmHWM") / 1024),
+                          "postings": conn.execute("SELECT count(*) FROM bm25_postings").fetchone()[0]}))
+
+
+def recall_questions(count: int) -> list[str]:
+    """The 30 benchmark questions, the dev set's, then numbered ones up to ``count`` (their vectors are
+    hashed like every bench vector, so a numbered question is as good a probe as a real one)."""
+    qs = list(dict.fromkeys(list(common.QUESTIONS) + devset_questions()))
+    return qs + [f"probe question {i}" for i in range(max(0, count - len(qs)))]
+
+
+def codes_recall(db: Path, count: int, rescore: Sequence[int]) -> None:
+    """Child process: the approximate first stage against the exact scan, per question: recall of the exact
+    top 50 chunks, identical rankings, CPU per question of each, and whether two fresh runs agree."""
+    from jobs.select import _unit_length
+    from pipelines import vector_codes, vectors as vec
+    from pipelines.store import Store
+
+    questions = recall_questions(count)
+    out: dict[str, Any] = {"questions": len(questions), "rescore": {}}
+    with Store.open(db) as store:
+        conn = store.conn
+        qv = {q: _unit_length(conn.execute(f"SELECT {_VECTOR_SQL % '$q'}", {"q": "question " + q}).fetchone()[0])
+              for q in questions}
+        exact, exact_cpu = {}, []
+        for q in questions:
+            cpu = time.process_time()
+            exact[q] = [r[0] for r in vec.rank(conn, qv[q], MODEL, None, pool=50)]
+            exact_cpu.append(time.process_time() - cpu)
+        out["exact_cpu_median_ms"] = round(common.median(exact_cpu) * 1000, 1)
+        for k in rescore:
+            runs = []
+            for _ in range(2):  # two fresh caches: the same answer both times
+                cache, ranked, cpu_s = vector_codes.CodeCache(), {}, []
+                cpu0 = time.process_time()
+                cache.get(conn, DIMS, MODEL)
+                load_s = time.process_time() - cpu0
+                for q in questions:
+                    cpu = time.process_time()
+                    rows = vector_codes.rank(conn, cache, qv[q], MODEL, pool=50, windows=k)
+                    cpu_s.append(time.process_time() - cpu)
+                    ranked[q] = [r[0] for r in rows] if rows is not None else None
+                runs.append((ranked, cpu_s, load_s))
+            ranked, cpu_s, load_s = runs[0]
+            recalls = [len(set(ranked[q] or []) & set(exact[q])) / len(exact[q]) for q in questions]
+            fig = {"mean_recall_top50": round(sum(recalls) / len(recalls), 4), "min_recall_top50": min(recalls),
+                   "questions_all_50": sum(r == 1.0 for r in recalls), "same_order": sum(ranked[q] == exact[q] for q in questions),
+                   "fell_back": sum(ranked[q] is None for q in questions), "repeatable": runs[0][0] == runs[1][0],
+                   "cpu_median_ms": round(common.median(cpu_s) * 1000, 1),
+                   "cpu_p95_ms": round(common.percentile(cpu_s, 95) * 1000, 1), "codes_load_cpu_s": round(load_s, 2)}
+            out["rescore"][str(k)] = fig
+            print(f"    rescore {k}: {fig}", file=sys.stderr, flush=True)
+        out["vm_hwm_mib"] = round(_vm_kib("VmHWM") / 1024)
     print(json.dumps(out))
 
 
@@ -648,6 +811,37 @@ def _selector_classes() -> tuple[type, type]:
     return SqlEmbeddingSelector, PrefilterSelector
 
 
+def _build(me: Path, source: Path, db: Path, size: int) -> tuple[Any, dict[str, Any]]:
+    db.unlink(missing_ok=True)
+    print(f"{size} chunks: building {db.name} from {source.name} ...")
+    built = common.run_measured([common.PYTHON, me, "--build", source, db, size],
+                                timeout=max(900, size / 100)).check()
+    build_fig = json.loads(built.stdout.strip().splitlines()[-1])
+    print(f"  built in {built.wall_s:.1f} s: {build_fig['chunks']} chunks ({build_fig['source_chunks']} real "
+          f"× {build_fig['copies']} copies), {build_fig['text_mib']} MiB text; insert "
+          f"{build_fig['chunks_insert_s']:.1f} s, vectors {build_fig['embeddings_insert_s']:.1f} s, "
+          f"FTS {build_fig['rebuild_fts_s']:.1f} s; peak RSS {built.max_rss_mib:.0f} MiB")
+    return built, build_fig
+
+
+def _codes(me: Path, db: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The codes' full build in its own process, then the first stage's recall against the exact scan."""
+    fig: dict[str, Any] = {}
+    if not args.skip_codes_build:
+        common.wait_for_quiet(args.max_wait)
+        ran = common.run_measured([common.PYTHON, me, "--codes-build-one", db], timeout=3600).check()
+        fig["build"] = {**json.loads(ran.stdout.strip().splitlines()[-1]), "process": ran.summary()}
+        print(f"  codes build (own process): {fig['build']}; {common.load_note(ran.load)}")
+    common.wait_for_quiet(args.max_wait)
+    ran = common.run_measured([common.PYTHON, me, "--codes-recall-one", db, "--recall-questions",
+                               args.recall_questions, "--rescore", args.rescore], timeout=3600).check()
+    for line in ran.stderr.strip().splitlines():
+        print(line)
+    fig["recall"] = {**json.loads(ran.stdout.strip().splitlines()[-1]), "process": ran.summary()}
+    print(f"  recall: {common.load_note(ran.load)}; peak RSS {ran.max_rss_mib:.0f} MiB")
+    return fig
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="chunk counts (default 10000,100000)")
@@ -675,6 +869,24 @@ def main() -> None:
                         help="bm25 prefilter depths (chunks) for --vectors (default 1000,5000)")
     parser.add_argument("--keep", type=Path,
                         help="build the bench databases in this folder and keep them (default: a temporary folder)")
+    parser.add_argument("--approximate", choices=("auto", "on", "off"), default="auto",
+                        help="embedding selection's binary-code first stage in the latency runs: by size (auto), "
+                             "forced on, or off (the exact scan); 'both' is --approximate-compare")
+    parser.add_argument("--approximate-compare", action="store_true",
+                        help="run the latency queries twice, exact scan and codes, on the same database")
+    parser.add_argument("--codes", action="store_true",
+                        help="also time the codes' full build (own process) and measure the first stage's recall "
+                             "of the exact top 50 against the exact scan")
+    parser.add_argument("--skip-codes-build", action="store_true", help="with --codes: use the codes as stored")
+    parser.add_argument("--recall-questions", type=int, default=120, help="questions for --codes recall (default 120)")
+    parser.add_argument("--rescore", default="1000", help="windows re-scored exactly, for --codes (default 1000)")
+    parser.add_argument("--reuse", action="store_true", help="with --keep: reuse a kept database instead of building it")
+    parser.add_argument("--codes-build-one", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--postings-one", type=Path,
+                        help="add bm25's postings to a database indexed by --vectors-index-one and exit")
+    parser.add_argument("--vectors-index-one", type=Path,
+                        help="index only the vectors of a kept database (see vectors_index) and exit")
+    parser.add_argument("--codes-recall-one", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--reindex-one", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--vectors-one", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--recrawl-one", type=Path, help=argparse.SUPPRESS)
@@ -687,8 +899,21 @@ def main() -> None:
     if args.build:
         build(Path(args.build[0]), Path(args.build[1]), int(args.build[2]))
         return
+    approximate = {"auto": None, "on": True, "off": False}[args.approximate]
     if args.query:
-        query(args.query, args.repeat, methods, args.budget)
+        query(args.query, args.repeat, methods, args.budget, approximate)
+        return
+    if args.postings_one:
+        postings_index(args.postings_one)
+        return
+    if args.vectors_index_one:
+        vectors_index(args.vectors_index_one)
+        return
+    if args.codes_build_one:
+        codes_build(args.codes_build_one)
+        return
+    if args.codes_recall_one:
+        codes_recall(args.codes_recall_one, args.recall_questions, [int(k) for k in args.rescore.split(",") if k])
         return
     if args.recrawl_one:
         recrawl(args.recrawl_one, args.changed)
@@ -716,15 +941,11 @@ def main() -> None:
     with (contextlib.nullcontext(args.keep) if args.keep else common.temp_dir("select")) as tmp:
         for size in sizes:
             db = tmp / f"bench-{size}.duckdb"
-            db.unlink(missing_ok=True)
-            print(f"{size} chunks: building {db.name} from {source.name} ...")
-            built = common.run_measured([common.PYTHON, me, "--build", source, db, size],
-                                         timeout=max(900, size / 100)).check()
-            build_fig = json.loads(built.stdout.strip().splitlines()[-1])
-            print(f"  built in {built.wall_s:.1f} s: {build_fig['chunks']} chunks ({build_fig['source_chunks']} real "
-                  f"× {build_fig['copies']} copies), {build_fig['text_mib']} MiB text; insert "
-                  f"{build_fig['chunks_insert_s']:.1f} s, vectors {build_fig['embeddings_insert_s']:.1f} s, "
-                  f"FTS {build_fig['rebuild_fts_s']:.1f} s; peak RSS {built.max_rss_mib:.0f} MiB")
+            if args.reuse and db.exists():
+                print(f"{size} chunks: reusing {db} (--reuse)")
+                built, build_fig = None, {"reused": str(db)}
+            else:
+                built, build_fig = _build(me, source, db, size)
             index_build = None
             if args.index_build:
                 common.wait_for_quiet(args.max_wait)
@@ -749,17 +970,24 @@ def main() -> None:
                 results["sizes"][str(size)] = {"build": build_fig, "recrawl": fig, "before": quiet,
                                                "process": ran.summary()}
                 continue
-            print(f"  querying: {len(common.QUESTIONS)} questions × {args.repeat} per method ...")
-            ran = common.run_measured([common.PYTHON, me, "--query", db, "--repeat", args.repeat,
-                                       "--budget", args.budget, "--methods", ",".join(methods)], timeout=900).check()
-            for line in ran.stderr.strip().splitlines():
-                print(line)
-            fig = json.loads(ran.stdout.strip().splitlines()[-1])
-            print(f"  {common.load_note(ran.load)}; load average {os.getloadavg()[0]:.1f}; "
-                  f"peak RSS {ran.max_rss_mib:.0f} MiB")
-            entry = {"build": {**build_fig, **{f"process_{k}": v for k, v in built.summary().items()}},
-                     "query_process": ran.summary(), "before": quiet, "methods": fig["methods"],
-                     "embedder_calls": fig["embedder_calls"], "load_average_1m": os.getloadavg()[0]}
+            entry: dict[str, Any] = {}
+            if args.codes:
+                entry["codes"] = _codes(me, db, args)
+            modes = ["off", "on"] if args.approximate_compare else [args.approximate]
+            for mode in modes:
+                print(f"  querying (first stage {mode}): {len(common.QUESTIONS)} questions × {args.repeat} per method ...")
+                ran = common.run_measured([common.PYTHON, me, "--query", db, "--repeat", args.repeat, "--approximate", mode,
+                                           "--budget", args.budget, "--methods", ",".join(methods)], timeout=1800).check()
+                for line in ran.stderr.strip().splitlines():
+                    print(line)
+                fig = json.loads(ran.stdout.strip().splitlines()[-1])
+                print(f"  {common.load_note(ran.load)}; load average {os.getloadavg()[0]:.1f}; "
+                      f"peak RSS {ran.max_rss_mib:.0f} MiB; RSS before/after queries {fig['rss_before_mib']}/"
+                      f"{fig['rss_after_mib']} MiB")
+                entry[f"query_{mode}"] = {"process": ran.summary(), "methods": fig["methods"], "rss": fig}
+            entry.update({"build": {**build_fig, **({f"process_{k}": v for k, v in built.summary().items()} if built else {})},
+                          "query_process": ran.summary(), "before": quiet, "methods": fig["methods"],
+                          "embedder_calls": fig["embedder_calls"], "load_average_1m": os.getloadavg()[0]})
             if index_build is not None:
                 entry["index_build"] = index_build
             if args.vectors:
@@ -804,7 +1032,7 @@ def main() -> None:
                 verdict += f" (p95 {m['p95_ms']:.0f} ms)"
             print(f"    {size:>7}  {method:<9} {m['median_ms']:>8.1f} {m['p95_ms']:>8.1f} {m['max_ms']:>8.1f}  {verdict}")
     print("[6] peak RSS: " + "; ".join(
-        f"{size}: build {e['build']['process_max_rss_mib']:.0f} MiB, queries {e['query_process']['max_rss_mib']:.0f} MiB"
+        f"{size}: build {e['build'].get('process_max_rss_mib', 0):.0f} MiB, queries {e['query_process']['max_rss_mib']:.0f} MiB"
         for size, e in results["sizes"].items()))
     print(f"results: {path.relative_to(common.REPO)}")
 

@@ -31,7 +31,7 @@ from jobs.embed_ahead import embedded_ahead
 from jobs.errors import LLMError, WebqaError
 from jobs.extractive import content_words, stem
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for, vector_space
-from pipelines import defaults, search_index, vectors
+from pipelines import defaults, search_index, vector_codes, vectors
 from pipelines.vectors import embed_windows
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,10 @@ HYBRID_BM25_WEIGHT = 0.5
 # How many candidates each method ranks; packing and the wider retry never need more.
 DEFAULT_POOL = 50
 HEADING_BOOST = 2
+# From this many embedded windows (every model), embedding selection scans binary codes and re-scores the
+# nearest exactly (pipelines/vector_codes.py) instead of the exact scan: below it the exact scan costs less
+# (the crossing measured: BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
+APPROXIMATE_MIN_WINDOWS = 200_000
 
 # Okapi BM25 with the fts extension's formula (its match_bm25 macro; how BM25_SQL in
 # pipelines/search_index.py computes it fast is told there), with two changes. Stop words are dropped from
@@ -182,8 +186,12 @@ class Selector:
         bm25_params: Bm25Params = Bm25Params(),
         prefixes: EmbeddingPrefixes | None = None,
         rm3: Rm3Params | None = None,
+        approximate: bool | None = None,
     ) -> None:
         self.rm3 = rm3
+        # The codes' first stage: None by corpus size (APPROXIMATE_MIN_WINDOWS), True always, False never.
+        self.approximate = approximate
+        self._codes = vector_codes.CodeCache()
         self.conn = conn
         self.embedder = embedder
         self.embedding_model = embedding_model
@@ -305,7 +313,9 @@ class Selector:
             if dims not in self._vector_tables:
                 vectors.ensure_unit_vectors(self.conn, dims)
                 self._vector_tables.add(dims)
-            rows = vectors.rank(self.conn, vector, self.vector_space, scope, pool=self.pool)
+            rows = self._approximate_rank(vector, scope)
+            if rows is None:
+                rows = vectors.rank(self.conn, vector, self.vector_space, scope, pool=self.pool)
         except duckdb.CatalogException:
             # No index tables (see bm25).
             raise WebqaError(_NO_INDEX) from None
@@ -315,6 +325,29 @@ class Selector:
                       matched=_matched_stems(terms, heading + " " + text), ordinal=ordinal)
             for cid, url, heading, text, tokens, score, ordinal, _ in rows
         ]
+
+    def _approximate_rank(self, vector: list[float], scope: list[str] | None) -> list[tuple[Any, ...]] | None:
+        """The codes' ranking when it applies (whole corpus, enough windows, codes present), else None."""
+        if scope or self.approximate is False:
+            return None
+        windows = self._codes.rows(self.conn, len(vector))
+        if windows is None and (self.approximate or self._vector_count(len(vector)) >= APPROXIMATE_MIN_WINDOWS):
+            windows = self._encode(len(vector))  # a database indexed before the codes existed
+        if windows is None or (self.approximate is None and windows < APPROXIMATE_MIN_WINDOWS):
+            return None
+        return vector_codes.rank(self.conn, self._codes, vector, self.vector_space, pool=self.pool)
+
+    def _vector_count(self, dims: int) -> int:
+        return int(self.conn.execute(f"SELECT count(*) FROM {vectors.unit_vectors_table(dims)}").fetchone()[0])  # type: ignore[index]
+
+    def _encode(self, dims: int) -> int | None:
+        try:
+            log.info("Encoding the %d-dimension vectors as binary codes (once) ...", dims)
+            vector_codes.rebuild(self.conn, dims)
+        except duckdb.Error as exc:  # a read-only database: the exact scan
+            log.info("Binary codes unavailable (%s); scanning exactly", exc)
+            return None
+        return self._codes.rows(self.conn, dims)
 
     def hybrid(self, question: str, scope: list[str] | None) -> list[Candidate]:
         bm25, embedding = self.bm25(question, scope), self.embedding(question, scope)

@@ -8,6 +8,7 @@ reads ``chunks`` (what it indexes, and the text a ranking returns).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -225,7 +226,7 @@ def fill_stopwords(conn: duckdb.DuckDBPyConnection) -> None:
         insert_rows(conn, "INSERT INTO fts_stopwords VALUES", [list(r) for r in rows])
 
 
-def index_pages(conn: duckdb.DuckDBPyConnection, urls: Sequence[str] | None, rows: Sequence[Sequence[Any]] = ()) -> None:
+def index_pages(conn: duckdb.DuckDBPyConnection, urls: "Sequence[str] | UrlSlice | None", rows: Sequence[Sequence[Any]] = ()) -> None:
     """Bring the search and embedding indexes in step with the pages ``urls`` (None: every page, a full build).
 
     Removes whatever the index held for those pages and indexes ``rows``, their chunks as just written
@@ -233,7 +234,7 @@ def index_pages(conn: duckdb.DuckDBPyConnection, urls: Sequence[str] | None, row
     embed_key): docs, postings, and the unit vectors of windows whose vectors are cached. Needs the fts
     extension loaded (``load_fts``).
     """
-    if urls is not None:
+    if urls is not None and not isinstance(urls, UrlSlice):
         if not urls:
             return
         params = {"urls": sorted(set(urls))}
@@ -244,9 +245,15 @@ def index_pages(conn: duckdb.DuckDBPyConnection, urls: Sequence[str] | None, row
             return
     row = conn.execute(NEXT_DOC_BASE).fetchone()
     base = int(row[0]) if row else 0
+    bound: dict[str, Any] = {}
     if urls is None:
         source = ALL_CHUNKS
         conn.execute(language_of_pages("true"))
+    elif isinstance(urls, UrlSlice):
+        # A slice of a full build: the chunks of the pages in [low, high), read from the chunks table.
+        bound = {"low": urls.low, "high": urls.high}
+        source = f"(SELECT * FROM chunks WHERE {_IN_SLICE})"
+        conn.execute(language_of_pages(_IN_SLICE), bound)
     else:
         # The rows are bound once, into a temporary table both statements below read: binding a batch's
         # texts costs as much as tokenising them.
@@ -255,21 +262,51 @@ def index_pages(conn: duckdb.DuckDBPyConnection, urls: Sequence[str] | None, row
             name: [r[i] for r in rows] for name, i in
             (("chunk_id", 0), ("url", 1), ("ordinal", 2), ("heading", 3), ("text", 4), ("key", 7))})
         conn.execute(language_of_pages("list_contains($urls, url)"), {"urls": sorted(set(urls))})
-    conn.execute(index_terms(source))
-    conn.execute(index_docs(source), {"base": base})
+    conn.execute(index_terms(source), bound)
+    conn.execute(index_docs(source), {"base": base, **bound})
     conn.execute(INDEX_POSTINGS, {"base": base})
     for statement in DROP_INDEX_TERMS:
         conn.execute(statement)
     conn.execute("DROP TABLE IF EXISTS temp.index_chunks")
-    if urls is not None:
+    if urls is not None and not isinstance(urls, UrlSlice):
         vectors.index_docs_above(conn, base)
 
 
+@dataclass(frozen=True)
+class UrlSlice:
+    """The pages with low <= url < high (high None: no upper bound), one slice of a full build."""
+
+    low: str
+    high: str | None
+
+
+_IN_SLICE = "url >= $low AND ($high IS NULL OR url < $high)"
+# Chunks per slice of a full build. Tokenising every chunk in one statement held all their terms at once: at
+# 1,000,000 chunks it ran out of a 4 GB memory limit (BENCHMARKS.md, "Selection latency at 1,000,000
+# chunks"). Slices of pages in url order number docs as one statement would; each slice's postings are
+# sorted by term, so a term's rows lie in one run per slice instead of one.
+REBUILD_SLICE_CHUNKS = 100_000
+
+
+def url_slices(conn: duckdb.DuckDBPyConnection, size: int) -> list[UrlSlice]:
+    """Consecutive slices of the pages, in url order, of about ``size`` chunks each."""
+    counts = conn.execute("SELECT url, count(*) FROM chunks GROUP BY url ORDER BY url").fetchall()
+    starts, held = [], size
+    for url, n in counts:
+        if held >= size:
+            starts.append(url)
+            held = 0
+        held += n
+    return [UrlSlice(low, starts[i + 1] if i + 1 < len(starts) else None) for i, low in enumerate(starts)]
+
+
 def rebuild(conn: duckdb.DuckDBPyConnection) -> None:
-    """Rebuild every selection index from the stored chunks; run it in one transaction (docs are renumbered)."""
+    """Rebuild every selection index from the stored chunks; run it in one transaction (docs are renumbered).
+    In slices of ``REBUILD_SLICE_CHUNKS`` chunks, so its memory does not grow with the corpus."""
     for statement in CLEAR_INDEX:
         conn.execute(statement)
-    index_pages(conn, None)
+    for piece in url_slices(conn, REBUILD_SLICE_CHUNKS):
+        index_pages(conn, piece)
     vectors.rebuild_all(conn)
 
 

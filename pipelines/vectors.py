@@ -16,6 +16,7 @@ from typing import Any
 
 import duckdb
 
+from pipelines import vector_codes
 from pipelines.sql import insert_rows, table_exists
 
 
@@ -108,7 +109,15 @@ _INDEXED_WINDOWS = """
 
 
 def _rebuild_sql(dims: int) -> str:
-    return f"CREATE OR REPLACE TABLE {unit_vectors_table(dims)} AS {_unit_rows(dims, _INDEXED_WINDOWS)}"
+    """One slice of a full build: the docs numbered in [$low, $high)."""
+    return (f"INSERT INTO {unit_vectors_table(dims)} "
+            f"{_unit_rows(dims, _INDEXED_WINDOWS + chr(10) + '    WHERE s.doc >= $low AND s.doc < $high')}")
+
+
+# Docs per slice of a full build: one statement over every doc sorted all the vectors at once (peak RSS
+# 4,959 MiB at 300,000 chunks); slices of docs in order write the same rows with memory bounded by a slice
+# (BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
+REBUILD_SLICE_DOCS = 100_000
 
 
 def _index_sql(dims: int, listed: bool) -> str:
@@ -132,6 +141,10 @@ def _unindex_sql(dims: int) -> str:
     return f"DELETE FROM {unit_vectors_table(dims)} WHERE list_contains($urls, url)"
 
 
+# The indexed windows whose keys are ``$keys``.
+_KEYED_WINDOWS = f"{_INDEXED_WINDOWS}\n    WHERE w.window_key IN (SELECT unnest($keys))"
+
+
 def _add_sql(dims: int) -> tuple[str, str]:
     """Rows for windows ``$keys`` (of ``$scheme``) of chunks already in selection_docs: after their vectors
     were cached for ``$model``, or after the windows were mapped (``$model`` NULL: every model's cached
@@ -141,7 +154,7 @@ def _add_sql(dims: int) -> tuple[str, str]:
     ``INSERT OR REPLACE`` of a vector never leaves two, then add them.
     """
     table = unit_vectors_table(dims)
-    windows = f"{_INDEXED_WINDOWS}\n    WHERE w.window_key IN (SELECT unnest($keys))"
+    windows = _KEYED_WINDOWS
     return (
         f"DELETE FROM {table} t USING ({windows}) x "
         f"WHERE ($model IS NULL OR t.model = $model) AND t.doc = x.doc AND t.part = x.part",
@@ -151,7 +164,13 @@ def _add_sql(dims: int) -> tuple[str, str]:
 
 def rebuild_unit_vectors(conn: duckdb.DuckDBPyConnection, dims: int) -> None:
     """(Re)build the typed vector table for ``dims`` from the cache. Needs selection_docs."""
-    conn.execute(_rebuild_sql(dims), {"scheme": EMBED_SCHEME})
+    table = unit_vectors_table(dims)
+    conn.execute(f"CREATE OR REPLACE TABLE {table} (model VARCHAR, doc INTEGER, url VARCHAR, ordinal INTEGER, "
+                 f"part INTEGER, vector FLOAT[{int(dims)}])")
+    high = conn.execute("SELECT coalesce(max(doc), 0) FROM selection_docs").fetchone()[0]  # type: ignore[index]
+    for low in range(0, int(high) + 1, REBUILD_SLICE_DOCS):
+        conn.execute(_rebuild_sql(dims), {"scheme": EMBED_SCHEME, "low": low, "high": low + REBUILD_SLICE_DOCS})
+    vector_codes.rebuild(conn, dims)
 
 
 def ensure_unit_vectors(conn: duckdb.DuckDBPyConnection, dims: int) -> None:
@@ -185,8 +204,12 @@ def add_unit_vectors(conn: duckdb.DuckDBPyConnection, model: str | None, keys: S
         ).fetchall()]
     for d in sorted(set(dims)):
         if table_exists(conn, unit_vectors_table(d)):
+            params = {"model": model, "keys": list(keys), "scheme": EMBED_SCHEME}
+            vector_codes.delete_windows(conn, d, _KEYED_WINDOWS, params)
             for statement in _add_sql(d):
-                conn.execute(statement, {"model": model, "keys": list(keys), "scheme": EMBED_SCHEME})
+                conn.execute(statement, params)
+            vector_codes.sync(conn, d, "v.doc IN (SELECT doc FROM (" + _KEYED_WINDOWS + "))",
+                              {"keys": list(keys), "scheme": EMBED_SCHEME})
         else:
             rebuild_unit_vectors(conn, d)
 
@@ -195,6 +218,7 @@ def unindex_pages(conn: duckdb.DuckDBPyConnection, urls: Sequence[str]) -> None:
     """Drop the vector rows of the pages ``urls`` (before their docs leave selection_docs)."""
     for dims in vector_table_dims(conn):
         conn.execute(_unindex_sql(dims), {"urls": list(urls)})
+        vector_codes.delete_urls(conn, dims, urls)
 
 
 def index_docs_above(conn: duckdb.DuckDBPyConnection, base: int) -> None:
@@ -215,6 +239,7 @@ def index_docs_above(conn: duckdb.DuckDBPyConnection, base: int) -> None:
     listed = len(keys) <= _LISTED_KEYS
     for d in dims:
         conn.execute(_index_sql(d, listed), {"base": base, "scheme": EMBED_SCHEME, **({"keys": keys} if listed else {})})
+        vector_codes.sync(conn, d, "v.doc > $base", {"base": base})
 
 
 def rebuild_all(conn: duckdb.DuckDBPyConnection) -> None:
@@ -231,6 +256,7 @@ def rebuild_all(conn: duckdb.DuckDBPyConnection) -> None:
 def drop_vector_tables(conn: duckdb.DuckDBPyConnection) -> None:
     for dims in vector_table_dims(conn):
         conn.execute(f"DROP TABLE {unit_vectors_table(dims)}")
+        vector_codes.drop(conn, dims)
 
 
 # -- the vector cache (jobs/select.py Selector.embed_missing) ------------------------------------

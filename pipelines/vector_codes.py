@@ -1,0 +1,250 @@
+"""The approximate first stage of embedding selection on large corpora: binary codes of the unit vectors.
+
+Every row of ``unit_vectors_<dims>`` has a twin in ``vector_codes_<dims>``: its sign bits (``code``, one bit
+per dimension, padded to whole 64-bit words) and its unit vector as raw float32 bytes (``vector``). A
+question is scanned by Hamming distance between its own sign bits and every code (popcount of xor, in
+numpy, over codes held in memory: 80 MB at a million chunks), the ``WIDE_WINDOWS`` nearest are ranked again
+by the question's floats against their bits, the best ``RESCORE_WINDOWS`` are fetched by row id and
+re-scored exactly (their dot product with the question), and the chunks ranked by their best window as the
+exact scan ranks them.
+
+Why this shape (figures: BENCHMARKS.md, "Selection latency at 1,000,000 chunks"): the exact scan reads
+every float of every window per question; DuckDB's bit_count loops over bits, and fetching a few hundred
+FLOAT[N] rows by key costs about as much as scanning them all, BLOBs by row id less (still ~90 ms at 1M).
+
+Deterministic: windows tied on distance are taken in (doc, part) order, and the re-score breaks ties by
+url, ordinal and part as the exact scan does. The table is kept in step with ``unit_vectors_<dims>`` by
+pipelines/vectors.py wherever that one is written (page by page; a full build streams in batches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from pipelines.sql import table_exists
+
+CODES_PREFIX = "vector_codes_"
+# Windows re-scored exactly: enough to hold the exact top 50 chunks' best windows (recall measured in
+# BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
+RESCORE_WINDOWS = 1000
+# Windows kept by the Hamming distance and ranked again by the question's own floats against their sign
+# bits (``asymmetric``) before the exact re-score: Hamming alone throws away how large each of the
+# question's components is, and on real vectors (the dev set) lost top-50 chunks that this keeps.
+WIDE_WINDOWS = 20_000
+# Rows encoded per batch by a full build: bounds its memory (a batch of FLOAT[384] is ~80 MB in numpy).
+BUILD_BATCH = 50_000
+
+
+def codes_table(dims: int) -> str:
+    return f"{CODES_PREFIX}{int(dims)}"
+
+
+def code_words(dims: int) -> int:
+    """64-bit words per code: one bit per dimension."""
+    return -(-int(dims) // 64)
+
+
+def encode(vectors: np.ndarray) -> np.ndarray:
+    """Sign bits of each row of ``vectors`` (n × dims) as n × code_words(dims) uint64 (bit set: > 0)."""
+    n, dims = vectors.shape
+    bits = np.zeros((n, code_words(dims) * 64), dtype=bool)
+    bits[:, :dims] = vectors > 0
+    return np.packbits(bits, axis=1).view(np.uint64).reshape(n, code_words(dims))
+
+
+def hamming(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Bits differing between each code (n × words uint64) and the query's code (words)."""
+    return np.bitwise_count(codes ^ query).sum(axis=1, dtype=np.int32)
+
+
+def nearest(distances: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` smallest distances, ties by position, in that order (deterministic)."""
+    if len(distances) <= k:
+        return np.lexsort((np.arange(len(distances)), distances))
+    # Positions are unique, so the composite key is too: argpartition's choice among ties cannot vary.
+    key = distances.astype(np.int64) << 32 | np.arange(len(distances), dtype=np.int64)
+    part = np.argpartition(key, k - 1)[:k]
+    return part[np.argsort(key[part])]
+
+
+# Each byte value's 8 bits as ±1, most significant first (np.packbits' order).
+_SIGNS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float32) * 2 - 1
+
+
+def asymmetric(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """The question's dot product with each code read as a ±1 vector (n × words uint64; query: dims floats)."""
+    dims = code_words(len(query)) * 64
+    padded = np.zeros(dims, dtype=np.float32)
+    padded[: len(query)] = query
+    table = _SIGNS @ padded.reshape(dims // 8, 8).T  # 256 × bytes: each byte value's share of the score
+    octets = codes.view(np.uint8)
+    return table[octets, np.arange(dims // 8)].sum(axis=1, dtype=np.float32)
+
+
+def first_stage(codes: np.ndarray, query: np.ndarray, windows: int, wide: int) -> np.ndarray:
+    """Positions of the ``windows`` best codes for the unit ``query``: the ``wide`` nearest by Hamming distance,
+    then by asymmetric score; ties by position (deterministic)."""
+    near = nearest(hamming(codes, encode(query[None, :])[0]), wide)
+    if len(near) <= windows and len(near) == len(codes):
+        return np.sort(near)
+    scores = asymmetric(codes[near], query)
+    return near[np.lexsort((near, -scores))[:windows]]
+
+
+# -- the table, kept in step with unit_vectors_<dims> ------------------------------------------------------
+
+def _ddl(dims: int) -> str:
+    return (f"CREATE TABLE IF NOT EXISTS {codes_table(dims)} (model VARCHAR, doc INTEGER NOT NULL, "
+            "url VARCHAR NOT NULL, ordinal INTEGER NOT NULL, part INTEGER NOT NULL, code BLOB NOT NULL, "
+            "vector BLOB NOT NULL)")
+
+
+def _missing_sql(dims: int, where: str) -> str:
+    """Rows of unit_vectors_<dims> (``v``, filtered by ``where``) without their twin."""
+    return (f"SELECT v.model, v.doc, v.url, v.ordinal, v.part, v.vector FROM unit_vectors_{int(dims)} v "
+            f"WHERE {where} AND NOT EXISTS (SELECT 1 FROM {codes_table(dims)} c WHERE c.model IS NOT DISTINCT FROM "
+            "v.model AND c.doc = v.doc AND c.part = v.part) ORDER BY v.model, v.doc, v.part")
+
+
+def _insert(conn: duckdb.DuckDBPyConnection, dims: int, rows: dict[str, np.ndarray]) -> None:
+    matrix = np.stack(rows["vector"]).astype("<f4") if len(rows["vector"]) else np.zeros((0, dims), "<f4")
+    codes = encode(matrix)
+    batch = {  # noqa: F841 (read by DuckDB's replacement scan below)
+        "model": rows["model"], "doc": rows["doc"], "url": rows["url"], "ordinal": rows["ordinal"],
+        "part": rows["part"], "code": np.array([c.tobytes() for c in codes], dtype=object),
+        "vector": np.array([v.tobytes() for v in matrix], dtype=object),
+    }
+    conn.execute(f"INSERT INTO {codes_table(dims)} SELECT * FROM batch")
+
+
+def sync(conn: duckdb.DuckDBPyConnection, dims: int, where: str = "TRUE", params: dict[str, Any] | None = None,
+         *, batched: bool = False) -> int:
+    """Encode the rows of unit_vectors_<dims> matching ``where`` that have no twin yet; returns how many.
+    ``batched`` (a full build): in doc ranges of ``BUILD_BATCH // 2`` docs, so its memory stays bounded
+    (fetchnumpy holds a whole result). Without the table (a database from before the codes) nothing is
+    done: a partial table would hide windows from the scan; the first approximate question builds it whole."""
+    if not table_exists(conn, codes_table(dims)):
+        return 0
+    if not batched:
+        return _encode_missing(conn, dims, where, params)
+    bounds = conn.execute(f"SELECT min(doc), max(doc) FROM unit_vectors_{int(dims)} v WHERE {where}",
+                          params or {}).fetchone()
+    if bounds is None or bounds[0] is None:
+        return 0
+    step = max(1, BUILD_BATCH // 2)  # docs per batch: ~1.7 windows per doc on the bench corpus
+    return sum(_encode_missing(conn, dims, f"{where} AND v.doc >= {start} AND v.doc < {start + step}", params)
+               for start in range(int(bounds[0]), int(bounds[1]) + 1, step))
+
+
+def _encode_missing(conn: duckdb.DuckDBPyConnection, dims: int, where: str, params: dict[str, Any] | None) -> int:
+    rows = conn.execute(_missing_sql(dims, where), params or {}).fetchnumpy()
+    if len(rows["doc"]):
+        _insert(conn, dims, rows)
+    return len(rows["doc"])
+
+
+def rebuild(conn: duckdb.DuckDBPyConnection, dims: int) -> int:
+    """Encode every row of unit_vectors_<dims> afresh (after that table was rebuilt)."""
+    conn.execute(f"DROP TABLE IF EXISTS {codes_table(dims)}")
+    conn.execute(_ddl(dims))
+    return sync(conn, dims, batched=True)
+
+
+def drop(conn: duckdb.DuckDBPyConnection, dims: int) -> None:
+    conn.execute(f"DROP TABLE IF EXISTS {codes_table(dims)}")
+
+
+def delete_urls(conn: duckdb.DuckDBPyConnection, dims: int, urls: Sequence[str]) -> None:
+    if table_exists(conn, codes_table(dims)):
+        conn.execute(f"DELETE FROM {codes_table(dims)} WHERE list_contains($urls, url)", {"urls": list(urls)})
+
+
+def delete_windows(conn: duckdb.DuckDBPyConnection, dims: int, windows: str, params: dict[str, Any]) -> None:
+    """Drop the twins of the rows ``windows`` (doc, part) of ``$model`` (NULL: every model) that are replaced."""
+    if table_exists(conn, codes_table(dims)):
+        conn.execute(f"DELETE FROM {codes_table(dims)} t USING ({windows}) x WHERE ($model IS NULL OR "
+                     "t.model = $model) AND t.doc = x.doc AND t.part = x.part", params)
+
+
+# -- the scan ------------------------------------------------------------------------------------------------
+
+@dataclass
+class _Codes:
+    fingerprint: tuple[Any, ...]
+    rowids: np.ndarray  # row ids in the codes table, in (doc, part) order
+    codes: np.ndarray  # n × words uint64, same order
+
+
+class CodeCache:
+    """The codes of one database held in memory (per model and length), reloaded when the table changed."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[tuple[int, str | None], _Codes] = {}
+
+    def rows(self, conn: duckdb.DuckDBPyConnection, dims: int) -> int | None:
+        """Rows in the codes table (every model), or None when the table is missing."""
+        if not table_exists(conn, codes_table(dims)):
+            return None
+        return int(conn.execute(f"SELECT count(*) FROM {codes_table(dims)}").fetchone()[0])  # type: ignore[index]
+
+    def get(self, conn: duckdb.DuckDBPyConnection, dims: int, model: str | None) -> _Codes:
+        table = codes_table(dims)
+        # Any insert raises the largest row id, any delete lowers the count: a changed table is noticed.
+        fingerprint = tuple(conn.execute(f"SELECT count(*), max(rowid) FROM {table}").fetchone() or ())
+        loaded = self._loaded.get((dims, model))
+        if loaded is None or loaded.fingerprint != fingerprint:
+            rows = conn.execute(f"SELECT rowid, code FROM {table} WHERE model IS NOT DISTINCT FROM $model "
+                                "ORDER BY doc, part", {"model": model}).fetchnumpy()
+            codes = np.frombuffer(b"".join(rows["code"]), dtype=np.uint64).reshape(len(rows["code"]), code_words(dims))
+            loaded = _Codes(fingerprint, np.asarray(rows["rowid"], dtype=np.int64), codes)
+            self._loaded[(dims, model)] = loaded
+        return loaded
+
+
+# The pool's chunks with their text, best first, from the re-scored windows (bound as lists).
+_RESULT = """
+WITH top AS (SELECT unnest($docs) AS doc, unnest($urls) AS url, unnest($ordinals) AS ordinal,
+                    unnest($scores) AS score)
+SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score, c.ordinal, $seen
+FROM top JOIN selection_docs s USING (doc) JOIN chunks c ON c.chunk_id = s.chunk_id
+ORDER BY top.score DESC, top.url, top.ordinal
+"""
+
+
+def rank(conn: duckdb.DuckDBPyConnection, cache: CodeCache, vector: Sequence[float], model: str | None, *,
+         pool: int, windows: int | None = None) -> list[tuple[Any, ...]] | None:
+    """The chunks best matching the unit-length ``vector`` by their best window, as pipelines.vectors.rank
+    returns them, from the ``windows`` nearest codes re-scored exactly. None when those windows hold fewer
+    than ``pool`` chunks (the caller scans exactly)."""
+    windows = windows or RESCORE_WINDOWS
+    dims = len(vector)
+    loaded = cache.get(conn, dims, model)
+    query = np.asarray(vector, dtype=np.float32)
+    order = first_stage(loaded.codes, query, windows, max(windows, WIDE_WINDOWS))
+    if not len(order):
+        return []
+    ids = ",".join(str(int(r)) for r in loaded.rowids[order])
+    # Row ids written into the statement: a bound list is joined, which scans the table (BENCHMARKS.md).
+    got = conn.execute(f"SELECT doc, url, ordinal, part, vector FROM {codes_table(dims)} WHERE rowid IN ({ids})"
+                       ).fetchnumpy()
+    matrix = np.frombuffer(b"".join(got["vector"]), dtype="<f4").reshape(len(got["vector"]), dims)
+    scores = matrix.astype(np.float64) @ query.astype(np.float64)
+    best: dict[int, tuple[float, str, int]] = {}
+    ranked = sorted(zip((-scores).tolist(), got["url"].tolist(), got["ordinal"].tolist(), got["part"].tolist(),
+                        got["doc"].tolist(), strict=True))
+    for negative, url, ordinal, _part, doc in ranked:
+        if doc not in best:
+            best[doc] = (-negative, url, ordinal)
+            if len(best) == pool:
+                break
+    if len(best) < pool and len(order) == windows:
+        return None
+    docs = list(best)
+    params = {"docs": docs, "urls": [best[d][1] for d in docs], "ordinals": [best[d][2] for d in docs],
+              "scores": [best[d][0] for d in docs], "seen": len(order)}
+    return conn.execute(_RESULT, params).fetchall()

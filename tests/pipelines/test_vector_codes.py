@@ -1,0 +1,178 @@
+"""Binary codes of the embedding vectors (pipelines/vector_codes.py): the encoding, the scan and its ties,
+the table kept in step with unit_vectors page by page, an old database encoded on first use, and the
+approximate ranking against the exact one, on real DuckDB files."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jobs.runstore import RunStore
+from jobs.select import Selector
+from pipelines import search_index, vector_codes, vectors
+from tests.pipelines.test_incremental_index import QUESTIONS, URLS, VocabEmbedder, _page
+
+
+class SpreadEmbedder:
+    """64 dimensions from the text's words, signs varied: codes that differ, scores that mostly do."""
+
+    def embed(self, texts: Sequence[str], *, model: str | None = None) -> list[list[float]]:
+        out = []
+        for text in texts:
+            rng = random.Random(" ".join(sorted(set(text.lower().split()))[:6]))
+            out.append([rng.uniform(-1, 1) for _ in range(64)])
+        return out
+
+
+def test_encode_sets_a_bit_per_positive_dimension() -> None:
+    vectors_ = np.zeros((2, 70), dtype=np.float32)
+    vectors_[0, [0, 3, 69]] = 0.5
+    vectors_[1, :] = -1.0
+    vectors_[1, 64] = 0.0  # zero is not positive
+    codes = vector_codes.encode(vectors_)
+    assert codes.shape == (2, 2) and codes.dtype == np.uint64
+    bits = np.unpackbits(codes.view(np.uint8), axis=1)
+    assert list(np.flatnonzero(bits[0])) == [0, 3, 69]
+    assert not bits[1].any()
+    assert list(vector_codes.hamming(codes, codes[0])) == [0, 3]
+
+
+def test_nearest_breaks_ties_by_position_whatever_the_partition() -> None:
+    distances = np.array([5, 1, 3, 1, 3, 3, 0, 3], dtype=np.int32)
+    assert list(vector_codes.nearest(distances, 4)) == [6, 1, 3, 2]
+    assert list(vector_codes.nearest(distances, 5)) == [6, 1, 3, 2, 4]
+    assert list(vector_codes.nearest(distances, 20)) == [6, 1, 3, 2, 4, 5, 7, 0]
+
+
+def _twins_match(store: RunStore) -> int:
+    """Asserts the codes table holds exactly one twin per unit vector row, with its code and vector; returns rows."""
+    conn = store.conn
+    total = 0
+    for dims in vectors.vector_table_dims(conn):
+        unit = conn.execute(f"SELECT model, doc, url, ordinal, part, vector::FLOAT[] FROM {vectors.unit_vectors_table(dims)} "
+                            "ORDER BY ALL").fetchall()
+        twins = conn.execute(f"SELECT model, doc, url, ordinal, part, code, vector FROM {vector_codes.codes_table(dims)} "
+                             "ORDER BY model, doc, part").fetchall()
+        assert [r[:5] for r in twins] == [r[:5] for r in unit]
+        for (*_k, vector), (*_t, code, raw) in zip(unit, twins, strict=True):
+            matrix = np.asarray([vector], dtype=np.float32)
+            assert np.array_equal(np.frombuffer(raw, dtype="<f4"), matrix[0])
+            assert code == vector_codes.encode(matrix)[0].tobytes()
+        total += len(unit)
+    return total
+
+
+def _ranking(selector: Selector, question: str) -> list[tuple[str, float]]:
+    return [(c.chunk_id, round(c.score, 5)) for c in selector.select(question, "embedding").candidates]
+
+
+def test_codes_follow_the_vectors_page_by_page_and_rank_like_the_exact_scan(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(7)
+    with RunStore.open(tmp_path / "codes.duckdb") as store:
+        for step in range(40):
+            url = rng.choice(URLS)
+            if step % 7 == 6:
+                store.delete_page(url)
+            else:
+                record, chunks = _page(rng, url, step)
+                store.save_page(record, chunks, crawl_run_id=step)
+            if step % 5 == 4:  # vectors cached for what is new, then pages indexed after them
+                Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m").select("widget", "embedding")
+        rows = _twins_match(store)
+        assert rows > 20
+
+        exact = Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m", approximate=False, pool=10)
+        approx = Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m", approximate=True, pool=10)
+        before = {q: _ranking(exact, q) for q in QUESTIONS}
+        for question in QUESTIONS:  # every window re-scored: the same ranking, scores included
+            assert _ranking(approx, question) == before[question]
+
+        # A full build in slices of 3 docs (streamed: memory bounded by a slice) writes the same rows, and
+        # re-encodes every one (docs renumbered).
+        bm25 = {q: [(c.chunk_id, c.score) for c in exact.select(q, "bm25").candidates] for q in QUESTIONS}
+        docs = store.conn.execute("SELECT chunk_id FROM selection_docs ORDER BY url, ordinal").fetchall()
+        monkeypatch.setattr(vectors, "REBUILD_SLICE_DOCS", 3)
+        monkeypatch.setattr(search_index, "REBUILD_SLICE_CHUNKS", 4)  # and the postings in slices of pages
+        store.rebuild_fts()
+        assert len(search_index.url_slices(store.conn, 4)) > 3
+        # Docs numbered in (url, ordinal) order across slices, as one statement numbers them.
+        assert store.conn.execute("SELECT chunk_id FROM selection_docs ORDER BY doc").fetchall() == docs
+        assert _twins_match(store) == rows
+        assert {q: [(c.chunk_id, c.score) for c in exact.select(q, "bm25").candidates] for q in QUESTIONS} == bm25
+        assert {q: _ranking(exact, q) for q in QUESTIONS} == before
+        assert {q: _ranking(approx, q) for q in QUESTIONS} == before
+
+
+def test_an_old_database_is_encoded_on_first_use_and_runs_repeat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(3)
+    with RunStore.open(tmp_path / "old.duckdb") as store:
+        for step, url in enumerate(URLS):
+            record, chunks = _page(rng, url, step)
+            store.save_page(record, chunks, crawl_run_id=step)
+        Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m").select("widget", "embedding")
+        for dims in vectors.vector_table_dims(store.conn):  # as a database indexed before the codes existed
+            vector_codes.drop(store.conn, dims)
+        # Pages written meanwhile leave the codes alone: a table of only their rows would hide the others.
+        record, chunks = _page(rng, URLS[0], 99)
+        store.save_page(record, chunks, crawl_run_id=99)
+        Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m", approximate=False).select("colours", "embedding")
+        exact = Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m", approximate=False, pool=5)
+        assert _ranking(exact, "widget server port")
+        assert not store.conn.execute("SELECT count(*) FROM duckdb_tables() WHERE starts_with(table_name, ?)",
+                                      [vector_codes.CODES_PREFIX]).fetchone()[0]
+
+        approx = Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m", approximate=True, pool=5)
+        assert _ranking(approx, "widget server port") == _ranking(exact, "widget server port")
+        assert _twins_match(store) > 0
+        # A first stage narrower than the corpus, on vectors full of ties (8 counts): the same answer every
+        # time, from a fresh cache too.
+        monkeypatch.setattr(vector_codes, "RESCORE_WINDOWS", 8)
+        first = {q: _ranking(approx, q) for q in QUESTIONS}
+        again = Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m", approximate=True, pool=5)
+        assert {q: _ranking(again, q) for q in QUESTIONS} == first
+        assert {q: _ranking(approx, q) for q in QUESTIONS} == first
+
+
+def test_the_size_threshold_keeps_small_corpora_on_the_exact_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = vector_codes.rank
+    monkeypatch.setattr(vector_codes, "rank", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    rng = random.Random(5)
+    with RunStore.open(tmp_path / "small.duckdb") as store:
+        for step, url in enumerate(URLS):
+            record, chunks = _page(rng, url, step)
+            store.save_page(record, chunks, crawl_run_id=step)
+        selector = Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m")
+        selector.select("widget", "embedding")
+        assert calls == []
+        monkeypatch.setattr("jobs.select.APPROXIMATE_MIN_WINDOWS", 1)
+        selector.select("widget", "embedding")
+        assert calls == [1]
+
+
+def test_asymmetric_scores_are_the_question_against_each_code_as_plus_or_minus_one() -> None:
+    rng = np.random.default_rng(0)
+    docs = rng.normal(size=(6, 70)).astype(np.float32)
+    query = rng.normal(size=70).astype(np.float32)
+    signs = np.where(docs > 0, 1.0, -1.0)
+    assert vector_codes.asymmetric(vector_codes.encode(docs), query) == pytest.approx(signs @ query, abs=1e-4)
+
+
+def test_the_first_stage_narrows_by_hamming_then_by_the_questions_floats() -> None:
+    rng = np.random.default_rng(1)
+    docs = rng.normal(size=(400, 64)).astype(np.float32)
+    docs[10] = docs[20]  # a tie on both scores: the lower position first
+    codes = vector_codes.encode(docs)
+    query = docs[20] + rng.normal(0, 0.1, 64).astype(np.float32)
+    query /= np.linalg.norm(query)
+    picked = vector_codes.first_stage(codes, query, 5, 50)
+    assert list(picked[:2]) == [10, 20]
+    near = set(vector_codes.nearest(vector_codes.hamming(codes, vector_codes.encode(query[None, :])[0]), 50).tolist())
+    assert set(picked.tolist()) <= near
+    assert list(vector_codes.first_stage(codes, query, 5, 50)) == list(picked)
+    assert sorted(vector_codes.first_stage(codes, query, 400, 400)) == list(range(400))
