@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import signal
 import statistics
 import sys
@@ -105,7 +106,7 @@ class HydeSelector:
     chat model wrote (query-side expansion, HyDE); bm25 keeps the bare question. The model's seconds per
     question are recorded; a failed call keeps the bare question."""
 
-    def __init__(self, base: Any, chat: Any) -> None:
+    def __init__(self, base: Any, chat: Any, written: dict[str, Any] | None = None) -> None:
         import bench_levers
 
         self.lever = bench_levers.LeverSelector(base)
@@ -113,11 +114,17 @@ class HydeSelector:
         self.seconds: list[float] = []
         self.failed = 0
         self.texts: dict[str, str] = {}
+        # Passages written ahead by bench_hyde_texts.py (their seconds are that run's, recorded there).
+        for question, entry in (written or {}).items():
+            self.texts[question] = (question + " " + entry["passage"]).strip()
+            self.seconds.append(entry["seconds"])
+            self.failed += not entry["passage"]
 
     def select(self, question: str, method: str, *, urls: Sequence[str] | None = None) -> Any:
         from jobs.errors import LLMError
 
         if question not in self.texts:
+            assert self.chat is not None, f"no HyDE passage for {question!r}: --chat URL or --hyde-texts FILE"
             started = time.perf_counter()
             try:
                 reply = self.chat.chat_json(HYDE_PROMPT % question, HYDE_SCHEMA)
@@ -204,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a chat stand-in (benchmarks/chat_server.py) for the variants hyde and llm-rerankN")
     parser.add_argument("--chat-model", default="smollm2:135m")
     parser.add_argument("--excerpt-chars", type=int, default=600, help="llm-rerankN: excerpt of each candidate")
+    parser.add_argument("--hyde-texts", type=Path, default=None, metavar="FILE",
+                        help="hyde: passages written ahead by bench_hyde_texts.py (no --chat needed)")
     parser.add_argument("--half", choices=("tune", "check"), default=None,
                         help="only this half's questions (a slow variant, e.g. a chat model on a busy machine)")
     args = parser.parse_args(argv)
@@ -245,7 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             chosen: Any = selector
             which = parsed[name].get("selector")
             if which == "hyde":
-                chosen = HydeSelector(base, chat)
+                written = json.loads(args.hyde_texts.read_text())["texts"] if args.hyde_texts else None
+                chosen = HydeSelector(base, chat, written)
             elif which and which.startswith("llm-rerank"):
                 chosen = LlmReranked(selector, chat, int(which.removeprefix("llm-rerank") or 20), args.chat_model,
                                      args.excerpt_chars)
