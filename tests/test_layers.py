@@ -61,6 +61,7 @@ FAMILIES = {
     "crawl": ("meta", "crawl_runs", "pages", "page_html", "page_links", "job_pages", "chunks", "fetch_log"),
     "search": ("fts_main_chunks", "selection_docs", "bm25_postings", "fts_stopwords"),
     "vectors": ("embeddings", "chunk_windows", "unit_vectors_"),
+    "codes": ("vector_codes_",),
     "runs": ("runs", "run_pages", "answers", "selections", "prompts", "reranks"),
 }
 # The module that writes SQL on each family; pipelines/schema.py declares every table (DDL, migrations).
@@ -68,6 +69,7 @@ OWNERS = {
     "pipelines/store.py": {"crawl"},
     "pipelines/search_index.py": {"search"},
     "pipelines/vectors.py": {"vectors"},
+    "pipelines/vector_codes.py": {"codes"},
     "jobs/runstore.py": {"runs"},
     "pipelines/schema.py": set(FAMILIES),
 }
@@ -76,6 +78,8 @@ OWNERS = {
 READS = {
     "pipelines/search_index.py": {"crawl"},
     "pipelines/vectors.py": {"crawl", "search"},
+    # The codes are twins of the unit vectors; the approximate stage returns the pool's chunks like vectors.py.
+    "pipelines/vector_codes.py": {"vectors", "crawl", "search"},
     "jobs/runstore.py": {"crawl"},
 }
 _TABLE = r"(?P<table>[a-z0-9_]+?)(?:<dims>|\{[^}]*\})?\b"

@@ -14,7 +14,7 @@ import pytest
 from jobs.runstore import RunStore
 from jobs.select import Selector
 from pipelines import search_index, vector_codes, vectors
-from tests.pipelines.test_incremental_index import QUESTIONS, URLS, VocabEmbedder, _page
+from tests.support.index_pages import QUESTIONS, URLS, VocabEmbedder, random_page as _page
 
 
 class SpreadEmbedder:
