@@ -243,6 +243,11 @@ class SelectionConfig(StrictModel):
         None, description="embedding/hybrid: text put before each chunk when it is embedded; null: the "
         "embedding model's own (nomic-embed-text: 'search_document: '), '' for none. Changing it re-embeds.",
     )
+    approximate: StrictBool = Field(
+        False, description="embedding/hybrid with `scope: database` over 200,000 windows or more: a binary-code first "
+        "stage re-scored exactly, about 3x less CPU per question at a million chunks, at a measured loss (BENCHMARKS.md, "
+        "'Selection latency at 1,000,000 chunks'). Off: every window is scored exactly.",
+    )
     rerank: RerankConfig | None = Field(
         None, description="Off unless set: the answering model reorders the top candidates before packing (one "
         "more LLM call per question; BENCHMARKS.md, 'Answer in the prompt (selection)'). {} takes the defaults.",

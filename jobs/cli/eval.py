@@ -56,6 +56,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         console.notifier()(f"Notice: {access.embedding_unavailable}; leaving out embedding and hybrid")
         methods = [m for m in methods if m not in defaults.EMBEDDING_METHODS] or ["bm25"]
     with open_session(args.db, access, embedding_model=job.embedding_model, prefixes=job.embedding_prefixes(),
+                      approximate=job.selection.approximate,
                       no_chunks=f"{args.db} holds no chunks to evaluate") as session:
         questions = in_job_scope(questions, session.store, job.name, job.scope)
         packing = Packing(top_k=max(1, args.pack_top_k or job.selection.top_k),

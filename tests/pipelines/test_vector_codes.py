@@ -147,7 +147,7 @@ def test_the_size_threshold_keeps_small_corpora_on_the_exact_scan(tmp_path: Path
         for step, url in enumerate(URLS):
             record, chunks = _page(rng, url, step)
             store.save_page(record, chunks, crawl_run_id=step)
-        selector = Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m")
+        selector = Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m", approximate=None)  # by size
         selector.select("widget", "embedding")
         assert calls == []
         monkeypatch.setattr("jobs.select.APPROXIMATE_MIN_WINDOWS", 1)
