@@ -231,18 +231,20 @@ class Coordinator:
         self.db_path = db_path
         self.redis_url = redis_url
         self.shown_url = redact_url(redis_url)  # in every message: never the password
-        try:
-            self.r = connect(redis_url)
-        except redis_lib.RedisError as exc:
-            raise ConfigError(f"cannot reach Redis at {self.shown_url}: {redact_text(str(exc))}") from None
         # One namespace per crawl (job and database): two jobs share a Redis without mixing frontiers.
         self.keys = Keys(prefix or crawl_prefix(options.job_name, db_path))
-        self.lease_seconds = _env_float("WEBQA_REDIS_LEASE", DEFAULT_LEASE_SECONDS)
+        # A lease or a wait of 0 is refused here: workers would reject the published config and the coordinator
+        # would blame Redis ("no worker took a request") after its whole wait.
+        self.lease_seconds = _env_float("WEBQA_REDIS_LEASE", DEFAULT_LEASE_SECONDS, positive=True)
         self.grace = _env_float("WEBQA_REDIS_GRACE", 2.0)
-        self.worker_wait = _env_float("WEBQA_REDIS_WORKER_WAIT", 600.0)
+        self.worker_wait = _env_float("WEBQA_REDIS_WORKER_WAIT", 600.0, positive=True)
         self.backlog = (_env_count("WEBQA_REDIS_BACKLOG", DEFAULT_BACKLOG),
                         _env_float("WEBQA_REDIS_BACKLOG_WAIT", DEFAULT_BACKLOG_WAIT, positive=True,
                                    most=MAX_BACKLOG_WAIT))
+        try:  # after the settings: a bad one is named without waiting for Redis's timeouts
+            self.r = connect(redis_url)
+        except redis_lib.RedisError as exc:
+            raise ConfigError(f"cannot reach Redis at {self.shown_url}: {redact_text(str(exc))}") from None
         self.frontier = Frontier(self.r, self.keys, lease_seconds=self.lease_seconds, token="coordinator")
         self.signal_name: str | None = None
         # Workers' beats as last seen: token → (value, when it last changed, coordinator's clock).

@@ -342,7 +342,12 @@ class LeasedQueue(Base):
         self.frontier: Frontier = spider.frontier
 
     def __len__(self) -> int:
-        return self.frontier.queued()
+        # Scrapy asks this from an engine callback: Redis lost there must not raise out of the reactor (a
+        # traceback per tick under -v); the lease renewal is what decides that the worker stops.
+        try:
+            return self.frontier.queued()
+        except redis.RedisError:
+            return 0
 
     def push(self, request: Any) -> None:
         self.frontier.push(request_id(request), self._encode_request(request), request.priority,

@@ -4,9 +4,13 @@ rest of it (crawler/distributed/entries.py)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from crawler.distributed.coordinator import Coordinator
+from crawler.options import CrawlOptions
+from pipelines.errors import ConfigError
 from crawler.distributed.backlog import DEFAULT_BACKLOG, DEFAULT_BACKLOG_WAIT
 from crawler.distributed.entries import RedisEntryError, parse_config
 from crawler.distributed.worker import worker_settings
@@ -35,3 +39,12 @@ def test_every_worker_keeps_the_published_bound_or_the_default_without_one() -> 
 def test_a_bound_no_coordinator_would_publish_is_refused_in_one_line(extra: dict) -> None:  # type: ignore[type-arg]
     with pytest.raises(RedisEntryError, match="'backlog' or 'backlog_wait' is out of range"):
         _parsed(**extra)
+
+
+@pytest.mark.parametrize("name", ["WEBQA_REDIS_LEASE", "WEBQA_REDIS_WORKER_WAIT"])
+def test_a_lease_or_worker_wait_of_zero_is_named_before_redis_is_reached(name: str, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # Accepted before, 0 made every worker refuse the published config and the coordinator blame Redis.
+    monkeypatch.setenv(name, "0")
+    with pytest.raises(ConfigError, match=f"{name}='0': expected a positive number of seconds"):
+        Coordinator(CrawlOptions(urls=["http://127.0.0.1:1/"]), tmp_path / "c.duckdb", "redis://127.0.0.1:1/0")
