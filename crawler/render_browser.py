@@ -37,7 +37,7 @@ from crawler.middlewares.robots import RobotsPolicyMiddleware
 from crawler.middlewares.ssrf import (
     HINT, BlockedAddressError, check_address, installed_resolver, parse_ip_host, private_networks_allowed,
 )
-from crawler.render_fetch import PinnedFetcher, TooLarge
+from crawler.render_fetch import PinnedFetcher, TooLarge, hop_headers, origin, without_cookies_set
 from crawler.render import RENDER_TIMEOUT, SETTLE_SECONDS, RenderFailed, chromium_problem, rendered_text_problem
 
 if TYPE_CHECKING:
@@ -252,13 +252,17 @@ class RenderHandler(ScrapyPlaywrightDownloadHandler):
                 await route.abort("aborted")
                 return
             if not (300 <= fetched.status < 400 and location):
-                await route.fulfill(status=fetched.status, headers=fetched.headers, body=fetched.body)
+                same = origin(target) == origin(browser_request.url)
+                await route.fulfill(status=fetched.status, body=fetched.body,
+                                    headers=fetched.headers if same else without_cookies_set(fetched.headers))
                 return
             # Like a browser: 303 (and 301/302 after a POST) turn into a GET without a body.
             if fetched.status == 303 or (fetched.status in (301, 302) and method == "POST"):
                 method, body = "GET", None
-            target = urljoin(target, location)
+            previous, target = target, urljoin(target, location)
             headers = {k: v for k, v in headers.items() if k.lower() not in _VALIDATORS}  # only the first hop
+            if origin(target) != origin(previous):  # credentials stay behind, for this hop and the next
+                headers = hop_headers(headers, previous, target, await _page_cookie(browser_request, target, page_url))
         log.info("Rendering %s: %s redirected more than %d times; not followed", page_url, browser_request.url,
                  MAX_REDIRECTS)
         await route.abort("blockedbyclient")
@@ -287,6 +291,18 @@ def conditional_headers(headers: Any) -> dict[str, str]:
         if value:
             found[name] = value.decode("latin-1") if isinstance(value, bytes) else str(value)
     return found
+
+
+async def _page_cookie(browser_request: PlaywrightRequest, target: str, page_url: str) -> str | None:
+    """The browser's cookies for ``target`` when a redirect leads to the page's own origin (first-party there);
+    None elsewhere: what a third party's jar would send cross-site is not worked out here, so nothing is sent."""
+    if origin(target) != origin(page_url):
+        return None
+    try:
+        cookies = await browser_request.frame.page.context.cookies(target)
+    except Exception:  # a request without a frame, the page closed: no cookie is the safe answer
+        return None
+    return "; ".join(f"{c['name']}={c['value']}" for c in cookies) or None
 
 
 async def _no_websocket(websocket: WebSocketRoute) -> None:

@@ -15,10 +15,13 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import urllib.request
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+
+from crawler.render_decode import ACCEPT_ENCODING, BoundedDecoder, Over, Undecodable, Unsupported
 
 # Request headers the client sets itself (from the URL and the body) or that concern one connection only.
 _REQUEST_DROPPED = frozenset({
@@ -30,7 +33,12 @@ _RESPONSE_DROPPED = frozenset({"content-encoding", "content-length", "transfer-e
 
 
 class TooLarge(Exception):
-    """A body over the cap: the words say which URL, how much and which setting."""
+    """A body over the cap, or one whose decoded size cannot be bounded (brotli, zstd, an unknown
+    Content-Encoding): not read; the words say which URL, how much or which encoding, and which setting."""
+
+
+class Unreadable(Exception):
+    """A body that says it is gzip or deflate and is not: the words say which URL."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,37 @@ def request_headers(headers: dict[str, str], url: str) -> dict[str, str]:
     """The browser's headers for ``url``, less those the client sets itself, with the URL's ``Host``."""
     kept = {k: v for k, v in headers.items() if k.lower() not in _REQUEST_DROPPED and not k.startswith(":")}
     kept["Host"] = host_header(url)
+    # Only what crawler/render_decode.py decodes with a bound (httpx would otherwise offer br and zstd).
+    kept["Accept-Encoding"] = ACCEPT_ENCODING
     return kept
+
+
+# What names a user to a host: never sent on to another origin by a redirect (as a browser: the jar's cookies
+# are per host, and Fetch drops Authorization on a cross-origin redirect).
+_CREDENTIALS = frozenset({"cookie", "authorization", "proxy-authorization"})
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of ``url``, the port made explicit."""
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+
+
+def hop_headers(headers: dict[str, str], previous: str, target: str, cookie: str | None = None) -> dict[str, str]:
+    """The headers sent to ``previous`` as sent on to ``target``, its redirect: unchanged on the same origin;
+    on another, without cookies and credentials (``cookie``: the browser's own for ``target``, if any)."""
+    if origin(target) == origin(previous):
+        return headers
+    kept = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIALS}
+    if cookie:
+        kept["cookie"] = cookie
+    return kept
+
+
+def without_cookies_set(headers: dict[str, str]) -> dict[str, str]:
+    """A response's headers less ``Set-Cookie``: handed to the page as the answer to another origin's URL, its
+    cookies would be stored for that origin."""
+    return {k: v for k, v in headers.items() if k.lower() != "set-cookie"}
 
 
 def response_headers(headers: httpx.Headers) -> dict[str, str]:
@@ -79,7 +117,8 @@ def operator_proxy(url: str) -> str | None:
     """The proxy the environment names for ``url`` (none when ``no_proxy`` bypasses its host)."""
     proxies = urllib.request.getproxies_environment()
     scheme = urlsplit(url).scheme
-    server = proxies.get(scheme) or proxies.get("http")
+    # Only the proxy named for the URL's scheme, as Scrapy's HttpProxyMiddleware: https never goes to http_proxy.
+    server = proxies.get(scheme)
     host = urlsplit(url).hostname or ""
     if not server or urllib.request.proxy_bypass_environment(host, proxies):
         return None
@@ -99,9 +138,12 @@ class PinnedFetcher:
             # trust_env off: the proxy is chosen here per URL (a pinned URL's host is an address no_proxy
             # would not name); redirects are the caller's, each hop checked. No connection is kept: the pool
             # is keyed by address, and a TLS connection verified for one name must not carry another's request.
+            # A jar that keeps nothing: the browser's cookies come with its headers; httpx's own jar would send
+            # one page's cookies to every later request to that address, whatever the name or page.
             self.clients[proxy] = httpx.AsyncClient(
                 proxy=proxy, trust_env=False, follow_redirects=False, timeout=httpx.Timeout(self.timeout),
-                limits=httpx.Limits(max_keepalive_connections=0))
+                limits=httpx.Limits(max_keepalive_connections=0),
+                cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])))
         return self.clients[proxy]
 
     async def fetch(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
@@ -120,15 +162,29 @@ class PinnedFetcher:
             declared = response.headers.get("content-length", "")
             if self.max_bytes and declared.isdigit() and int(declared) > self.max_bytes:
                 raise TooLarge(self._too_large(url, f"says it has {declared} bytes"))
-            parts, size = [], 0
-            async for part in response.aiter_bytes():
-                size += len(part)
-                if self.max_bytes and size > self.max_bytes:
-                    raise TooLarge(self._too_large(url, f"passed {self.max_bytes} bytes"))
-                parts.append(part)
+            body = await self._read(response, url)
         finally:
             await response.aclose()
-        return Fetched(response.status_code, response_headers(response.headers), b"".join(parts))
+        return Fetched(response.status_code, response_headers(response.headers), body)
+
+    async def _read(self, response: httpx.Response, url: str) -> bytes:
+        """The body, decoded here from the raw bytes: no step holds more than the cap (on the wire or decoded)."""
+        decoder = BoundedDecoder(response.headers.get("content-encoding", ""), self.max_bytes)
+        parts, raw = [], 0
+        try:
+            async for part in response.aiter_raw():
+                raw += len(part)
+                if self.max_bytes and raw > self.max_bytes:
+                    raise Over()
+                parts.append(decoder.feed(part))
+            parts.append(decoder.finish())
+        except Over:
+            raise TooLarge(self._too_large(url, f"passed {self.max_bytes} bytes")) from None
+        except Unsupported as exc:
+            raise TooLarge(f"response not read: {url} has {exc}") from None
+        except Undecodable as exc:
+            raise Unreadable(f"response not read: {url} has a {exc}") from None
+        return b"".join(parts)
 
     def _too_large(self, url: str, how: str) -> str:
         return f"response too large: {url} {how}, more than {self.max_bytes} (DOWNLOAD_MAXSIZE, crawl.max_bytes)"

@@ -9,6 +9,9 @@ tests/support/proxy.py, or (rebinding) "localhost" answered with a public-lookin
 from __future__ import annotations
 
 import asyncio
+import gzip
+import tracemalloc
+import zlib
 from pathlib import Path
 
 import httpx
@@ -16,7 +19,10 @@ import pytest
 from scrapy.http import Headers
 
 from crawler.render_browser import conditional_headers
-from crawler.render_fetch import PinnedFetcher, TooLarge, host_header, pinned_url, request_headers, response_headers
+from crawler.render_fetch import (
+    PinnedFetcher, TooLarge, hop_headers, host_header, operator_proxy, pinned_url, request_headers, response_headers,
+    without_cookies_set,
+)
 from tests.support.crawling import fetch_log, ok, pages, rows
 from tests.support.proxy import ForwardingProxy
 from tests.support.render import crawl, crawl_rebinding, needs_chromium
@@ -52,7 +58,7 @@ def test_a_pinned_request_names_the_checked_address_and_keeps_the_host() -> None
     assert host_header("https://[2001:db8::1]/") == "[2001:db8::1]"
     sent = request_headers({"host": "evil.example", "accept": "*/*", "accept-encoding": "br", ":authority": "x",
                             "content-length": "3", "cookie": "a=b"}, "http://docs.example/x")
-    assert sent == {"accept": "*/*", "cookie": "a=b", "Host": "docs.example"}
+    assert sent == {"accept": "*/*", "cookie": "a=b", "Host": "docs.example", "Accept-Encoding": "gzip, deflate"}
     got = httpx.Headers([("Content-Encoding", "gzip"), ("Set-Cookie", "a=1; Expires=Wed, 09 Jun 2027 10:18:14 GMT"),
                          ("Set-Cookie", "b=2"), ("Vary", "Accept"), ("Vary", "Cookie"), ("Location", "/next")])
     assert response_headers(got) == {"set-cookie": "a=1; Expires=Wed, 09 Jun 2027 10:18:14 GMT\nb=2",
@@ -63,6 +69,116 @@ def test_the_stored_validators_go_on_the_pages_own_request() -> None:
     headers = Headers({"If-None-Match": '"abc"', "If-Modified-Since": "Tue, 01 Dec 2026 10:00:00 GMT", "X": "y"})
     assert conditional_headers(headers) == {"If-None-Match": '"abc"', "If-Modified-Since": "Tue, 01 Dec 2026 10:00:00 GMT"}
     assert conditional_headers(Headers({})) == {}
+
+
+def test_a_proxy_is_used_only_for_the_scheme_it_is_named_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", "proxy.internal:3128")
+    # As Scrapy's HttpProxyMiddleware: an https URL with no https_proxy goes direct, never through http_proxy.
+    assert operator_proxy("https://docs.example/a") is None
+    assert operator_proxy("http://docs.example/a") == "http://proxy.internal:3128"
+    monkeypatch.setenv("https_proxy", "http://tls-proxy.internal:3129")
+    assert operator_proxy("https://docs.example/a") == "http://tls-proxy.internal:3129"
+
+
+def test_credentials_do_not_follow_a_redirect_to_another_origin() -> None:
+    headers = {"accept": "*/*", "Cookie": "session=A", "Authorization": "Bearer A", "x-app": "1"}
+    first = "http://a.example/api"
+    assert hop_headers(headers, first, "http://a.example:80/next") == headers
+    for other in ("http://b.example/api", "https://a.example/api", "http://a.example:8080/api"):
+        assert hop_headers(headers, first, other) == {"accept": "*/*", "x-app": "1"}, other
+    assert hop_headers(headers, first, "http://b.example/", "b=1") == {"accept": "*/*", "x-app": "1", "cookie": "b=1"}
+    assert without_cookies_set({"set-cookie": "a=1", "vary": "x"}) == {"vary": "x"}
+
+
+class _EncodedServer:
+    """A loopback server answering each path with (Content-Encoding, raw body) as given and a cookie, and logging
+    the Accept-Encoding and Cookie of each request."""
+
+    def __init__(self, bodies: dict[str, tuple[str, bytes]]) -> None:
+        self.bodies = bodies
+        self.accepted: list[str] = []
+        self.cookies: list[str] = []
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).decode("latin-1").split("\r\n")
+            self.accepted += [v.strip() for k, _, v in (line.partition(":") for line in head[1:])
+                              if k.lower() == "accept-encoding"]
+            self.cookies += [v.strip() for k, _, v in (line.partition(":") for line in head[1:]) if k.lower() == "cookie"]
+            encoding, body = self.bodies[head[0].split()[1]]
+            writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: {encoding}\r\n"
+                         f"Set-Cookie: kept=1; Path=/\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+            await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+def _fetch_all(bodies: dict[str, tuple[str, bytes]], max_bytes: int) -> tuple[_EncodedServer, dict[str, object], int]:
+    """Each path of ``bodies`` fetched: (the server, the body or TooLarge's words by path, peak bytes traced)."""
+    async def scenario() -> dict[str, object]:
+        server = await asyncio.start_server(served.handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        fetcher = PinnedFetcher(timeout=30, max_bytes=max_bytes)
+        results: dict[str, object] = {}
+        try:
+            for path in bodies:
+                try:
+                    results[path] = (await fetcher.fetch("GET", f"http://a.example:{port}{path}", {}, None,
+                                                         "127.0.0.1")).body
+                except TooLarge as exc:
+                    results[path] = str(exc).replace(f":{port}", "")
+        finally:
+            await fetcher.close()
+            server.close()
+            await server.wait_closed()
+        return results
+
+    served = _EncodedServer(bodies)
+    tracemalloc.start()
+    try:
+        results = asyncio.run(scenario())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return served, results, peak
+
+
+def test_a_gzip_bomb_is_cut_at_max_bytes_without_decoding_it_whole() -> None:
+    text = BUILT.encode() * 100
+    deflated = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    bodies = {
+        "/bomb": ("gzip", gzip.compress(b"\0" * (256 << 20), compresslevel=9)),  # ~260 KB on the wire
+        "/page": ("gzip", gzip.compress(text)),
+        "/zlib": ("deflate", zlib.compress(text)),
+        "/raw-deflate": ("deflate", deflated.compress(text) + deflated.flush()),
+        "/plain": ("identity", text),
+    }
+    served, results, peak = _fetch_all(bodies, max_bytes=1 << 20)
+    assert results["/bomb"] == ("response too large: http://a.example/bomb passed 1048576 bytes, more than 1048576 "
+                                "(DOWNLOAD_MAXSIZE, crawl.max_bytes)")
+    # Decoded a bounded step at a time: never near the 256 MiB the body holds (httpx's aiter_bytes decoded a
+    # whole network chunk at once, tens of MiB per step).
+    assert peak < 16 << 20, f"peak {peak} bytes while reading"
+    assert [results[p] for p in ("/page", "/zlib", "/raw-deflate", "/plain")] == [text] * 4
+    assert served.accepted == ["gzip, deflate"] * 5, "only what is decoded with a bound is asked for"
+    assert served.cookies == [], "the fetcher keeps no cookies of its own (the browser sends its own)"
+
+
+def test_a_brotli_or_unknown_encoding_is_refused_not_decoded() -> None:
+    brotli = pytest.importorskip("brotli")
+    text = BUILT.encode()
+    bodies = {"/br": ("br", brotli.compress(text)), "/zstd": ("zstd", b"(\xb5/\xfd" + b"x" * 20),
+              "/twice": ("gzip, gzip", gzip.compress(gzip.compress(text))), "/ok": ("gzip", gzip.compress(text))}
+    _, results, _ = _fetch_all(bodies, max_bytes=1 << 20)
+    assert results["/br"] == ("response not read: http://a.example/br has Content-Encoding 'br', which is not "
+                              "decoded (only gzip and deflate are, their decoded size bounded by crawl.max_bytes)")
+    assert "has Content-Encoding 'zstd', which is not decoded" in str(results["/zstd"])
+    assert "has Content-Encoding 'gzip, gzip', which is not decoded" in str(results["/twice"])
+    assert results["/ok"] == text
 
 
 class _RawServer:
@@ -192,3 +308,35 @@ def test_an_unchanged_rendered_page_is_a_304_like_a_static_one(site: SiteServer,
     assert "Traceback" not in second.stderr, second.stderr
     assert "second version" in _text(db, other)
     assert BUILT in _text(db, app), "the stored copy stays"
+
+
+@pytest.mark.e2e
+@needs_chromium
+def test_cookies_and_credentials_do_not_follow_a_redirect_to_another_host(site: SiteServer, tmp_path: Path) -> None:
+    # Host A's page sets a cookie and fetches /go with an Authorization header; /go redirects to host B,
+    # whose answer tries to plant a cookie on A (it is handed to the page as the answer to A's URL).
+    site.add(1, "/collect", "ok", content_type="text/plain", headers={"Set-Cookie": "planted=BY-HOST-B; Path=/"})
+    site.redirect(0, "/go", site.url(1, "/collect"), status=302)
+    site.add(0, "/after", "ok", content_type="text/plain")
+    # And back: A -> B -> A, where A's own cookies (from the browser's jar) go again, the Authorization not.
+    site.redirect(0, "/go2", site.url(1, "/bounce"), status=302)
+    site.redirect(1, "/bounce", site.url(0, "/back"), status=302)
+    site.add(0, "/back", "ok", content_type="text/plain")
+    script = ("document.cookie = 'session=SECRET-OF-HOST-A; path=/';"
+              "const auth = {headers: {'Authorization': 'Bearer TOKEN-OF-A'}};"
+              "fetch('/go', auth).then(r => r.text()).then(() => fetch('/after'))"
+              ".then(() => fetch('/go2', auth)).catch(() => null);" + _show(f"'{BUILT}'"))
+    site.add(0, "/app.html", _app(script))
+    ok(crawl(tmp_path / "c.duckdb", None, urls=[site.url(0, "/app.html")], render="js", obey_robots=False))
+    [hop] = site.requests_for(1, "/collect")
+    assert hop.headers.get("cookie") is None and hop.headers.get("authorization") is None, dict(hop.headers)
+    [go] = site.requests_for(0, "/go")  # the test would prove nothing if A's own request carried neither
+    assert "SECRET-OF-HOST-A" in (go.headers.get("cookie") or "") and go.headers.get("authorization")
+    [after] = site.requests_for(0, "/after")
+    assert "planted" not in (after.headers.get("cookie") or ""), after.headers.get("cookie")
+    assert "SECRET-OF-HOST-A" in (after.headers.get("cookie") or "")
+    [bounce] = site.requests_for(1, "/bounce")
+    assert bounce.headers.get("cookie") is None and bounce.headers.get("authorization") is None
+    [back] = site.requests_for(0, "/back")
+    assert back.headers.get("authorization") is None
+    assert "SECRET-OF-HOST-A" in (back.headers.get("cookie") or "") and "planted" not in back.headers["cookie"]
