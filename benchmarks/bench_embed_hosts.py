@@ -25,9 +25,7 @@ import argparse
 import contextlib
 import os
 import re
-import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -35,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import common
-from bench_recall import EMBED_SERVER, _stop, embedding_packages_missing
+from bench_recall import embed_server_process, embedding_packages_missing
 
 from jobs.embed_pool import embedder_for
 from jobs.llm import OllamaClient, OllamaSettings
@@ -86,23 +84,8 @@ REAL_MODEL = "all-minilm"
 @contextlib.contextmanager
 def real_server(address: str, threads: int) -> Iterator[tuple[str, int]]:
     """benchmarks/embed_server.py (all-MiniLM-L6-v2) on ``address``: its URL and PID."""
-    cmd = [str(common.PYTHON), str(EMBED_SERVER), "--port", "0", "--host", address, "--threads", str(threads)]
-    log = tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen(cmd, cwd=common.REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
-                            text=True, env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
-    first: list[str] = []
-    reader = threading.Thread(target=lambda: first.append(proc.stdout.readline() if proc.stdout else ""), daemon=True)
-    reader.start()
-    reader.join(300)
-    try:
-        match = re.search(r"http://\S+", first[0]) if first else None
-        if match is None:
-            log.seek(0)
-            raise SystemExit(f"the embedding stand-in did not start:\n{log.read()[-3000:]}")
-        yield match.group(0), proc.pid
-    finally:
-        _stop(proc)
-        log.close()
+    with embed_server_process(["--host", address, "--threads", str(threads)], start_wait=300) as (url, pid, _):
+        yield url, pid
 
 
 def cpu_seconds(pid: int) -> float:

@@ -316,24 +316,30 @@ def embedding_client(stack: contextlib.ExitStack[Any], weights: str = EMBEDDING_
 @contextlib.contextmanager
 def embed_server(max_tokens: int | None, weights: str = EMBEDDING_MODEL) -> Iterator[str]:
     """``benchmarks/embed_server.py --port 0`` in a subprocess; yields its URL (first line it prints)."""
-    cmd = [str(common.PYTHON), str(EMBED_SERVER), "--port", "0", "--weights", weights]
-    if max_tokens:
-        cmd += ["--max-tokens", str(max_tokens)]
+    args = ["--weights", weights] + (["--max-tokens", str(max_tokens)] if max_tokens else [])
+    with embed_server_process(args, start_wait=180) as (url, _pid, first):
+        print(f"  {first}")
+        yield url
+
+
+@contextlib.contextmanager
+def embed_server_process(args: Sequence[str], start_wait: float) -> Iterator[tuple[str, int, str]]:
+    """``benchmarks/embed_server.py --port 0 ARGS`` started offline: its URL, PID and first line; stopped after."""
+    cmd = [str(common.PYTHON), str(EMBED_SERVER), "--port", "0", *args]
     log = tempfile.TemporaryFile("w+")
     proc = subprocess.Popen(cmd, cwd=common.REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
                             text=True, env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     first: list[str] = []
     reader = threading.Thread(target=lambda: first.append(proc.stdout.readline() if proc.stdout else ""), daemon=True)
     reader.start()
-    reader.join(180)
+    reader.join(start_wait)
     try:
         match = re.search(r"http://\S+", first[0]) if first else None
         if match is None:
             _stop(proc)
             log.seek(0)
             raise SystemExit(f"the embedding stand-in did not start:\n{log.read()[-3000:]}")
-        print(f"  {first[0].strip()}")
-        yield match.group(0)
+        yield match.group(0), proc.pid, first[0].strip()
     finally:
         _stop(proc)
         log.close()
