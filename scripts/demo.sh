@@ -102,7 +102,7 @@ if [ -n "$REPORT" ] && [ -f "$REPORT" ]; then
     echo "===================================="
 fi
 
-# What the crawl did not store, and why: the robots.txt-disallowed page and the PDF.
+# What the crawl did not store, and why: the robots.txt-disallowed page.
 if [ -e "$DB" ]; then
     "$PY" - "$DB" <<'EOF' || true
 import sys
