@@ -178,6 +178,8 @@ class _Codes:
     fingerprint: tuple[Any, ...]
     rowids: np.ndarray  # row ids in the codes table, in (doc, part) order
     codes: np.ndarray  # n × words uint64, same order
+    docs: np.ndarray  # each row's doc and part, same order: a fetched row id is checked against them
+    parts: np.ndarray
 
 
 class CodeCache:
@@ -192,16 +194,18 @@ class CodeCache:
             return None
         return int(conn.execute(f"SELECT count(*) FROM {codes_table(dims)}").fetchone()[0])  # type: ignore[index]
 
-    def get(self, conn: duckdb.DuckDBPyConnection, dims: int, model: str | None) -> _Codes:
+    def get(self, conn: duckdb.DuckDBPyConnection, dims: int, model: str | None, *, reload: bool = False) -> _Codes:
         table = codes_table(dims)
-        # Any insert raises the largest row id, any delete lowers the count: a changed table is noticed.
+        # Most changes move the count or the largest row id. Not all: a checkpoint after deletes renumbers row
+        # ids, so k deleted and k inserted rows can give the same pair; rank() checks each fetched row's key.
         fingerprint = tuple(conn.execute(f"SELECT count(*), max(rowid) FROM {table}").fetchone() or ())
         loaded = self._loaded.get((dims, model))
-        if loaded is None or loaded.fingerprint != fingerprint:
-            rows = conn.execute(f"SELECT rowid, code FROM {table} WHERE model IS NOT DISTINCT FROM $model "
+        if reload or loaded is None or loaded.fingerprint != fingerprint:
+            rows = conn.execute(f"SELECT rowid, code, doc, part FROM {table} WHERE model IS NOT DISTINCT FROM $model "
                                 "ORDER BY doc, part", {"model": model}).fetchnumpy()
             codes = np.frombuffer(b"".join(rows["code"]), dtype=np.uint64).reshape(len(rows["code"]), code_words(dims))
-            loaded = _Codes(fingerprint, np.asarray(rows["rowid"], dtype=np.int64), codes)
+            loaded = _Codes(fingerprint, np.asarray(rows["rowid"], dtype=np.int64), codes,
+                            np.asarray(rows["doc"], dtype=np.int64), np.asarray(rows["part"], dtype=np.int64))
             self._loaded[(dims, model)] = loaded
         return loaded
 
@@ -222,16 +226,35 @@ def rank(conn: duckdb.DuckDBPyConnection, cache: CodeCache, vector: Sequence[flo
     returns them, from the ``windows`` nearest codes re-scored exactly. None when those windows hold fewer
     than ``pool`` chunks (the caller scans exactly)."""
     windows = windows or RESCORE_WINDOWS
-    dims = len(vector)
-    loaded = cache.get(conn, dims, model)
     query = np.asarray(vector, dtype=np.float32)
-    order = first_stage(loaded.codes, query, windows, max(windows, WIDE_WINDOWS))
-    if not len(order):
-        return []
+    for reload in (False, True):  # once more from a fresh load when the cached row ids no longer match
+        loaded = cache.get(conn, len(vector), model, reload=reload)
+        order = first_stage(loaded.codes, query, windows, max(windows, WIDE_WINDOWS))
+        if not len(order):
+            return []
+        got = _fetch(conn, loaded, order, model, len(vector))
+        if got is not None:
+            return _pool(conn, got, query, order, pool, windows)
+    return None  # the table keeps changing under us: the caller scans exactly
+
+
+def _fetch(conn: duckdb.DuckDBPyConnection, loaded: _Codes, order: np.ndarray, model: str | None,
+           dims: int) -> dict[str, np.ndarray] | None:
+    """The windows at ``order``'s cached row ids, or None when any row id now holds another window."""
     ids = ",".join(str(int(r)) for r in loaded.rowids[order])
     # Row ids written into the statement: a bound list is joined, which scans the table (BENCHMARKS.md).
-    got = conn.execute(f"SELECT doc, url, ordinal, part, vector FROM {codes_table(dims)} WHERE rowid IN ({ids})"
-                       ).fetchnumpy()
+    got = conn.execute(f"SELECT rowid, doc, url, ordinal, part, vector FROM {codes_table(dims)} WHERE rowid IN "
+                       f"({ids}) AND model IS NOT DISTINCT FROM $model", {"model": model}).fetchnumpy()
+    expected = {int(r): (int(d), int(p)) for r, d, p in zip(loaded.rowids[order], loaded.docs[order],
+                                                          loaded.parts[order], strict=True)}
+    found = {int(r): (int(d), int(p)) for r, d, p in zip(got["rowid"], got["doc"], got["part"], strict=True)}
+    return got if found == expected else None
+
+
+def _pool(conn: duckdb.DuckDBPyConnection, got: dict[str, np.ndarray], query: np.ndarray, order: np.ndarray,
+          pool: int, windows: int) -> list[tuple[Any, ...]] | None:
+    """The fetched windows re-scored exactly, best window per chunk, joined to the chunks' text."""
+    dims = len(query)
     matrix = np.frombuffer(b"".join(got["vector"]), dtype="<f4").reshape(len(got["vector"]), dims)
     scores = matrix.astype(np.float64) @ query.astype(np.float64)
     best: dict[int, tuple[float, str, int]] = {}

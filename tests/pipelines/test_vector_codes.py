@@ -176,3 +176,37 @@ def test_the_first_stage_narrows_by_hamming_then_by_the_questions_floats() -> No
     assert set(picked.tolist()) <= near
     assert list(vector_codes.first_stage(codes, query, 5, 50)) == list(picked)
     assert sorted(vector_codes.first_stage(codes, query, 400, 400)) == list(range(400))
+
+
+def _insert_windows(conn, dims: int, model: str, docs: range) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(docs.start)
+    n = len(docs)
+    vector_codes._insert(conn, dims, {
+        "model": np.array([model] * n, dtype=object), "doc": np.arange(docs.start, docs.stop),
+        "url": np.array([f"http://{model}.test/{d}" for d in docs], dtype=object), "ordinal": np.zeros(n, np.int64),
+        "part": np.zeros(n, np.int64), "vector": list(rng.normal(size=(n, dims)).astype("<f4"))})
+
+
+def test_row_ids_renumbered_by_a_checkpoint_are_caught_not_scored(tmp_path: Path) -> None:
+    # A checkpoint after deletes compacts the table: k rows deleted and k inserted (another model's) give back
+    # the same count and largest row id, so the cache looks current while its row ids point at other windows.
+    import duckdb
+
+    dims = 8
+    with duckdb.connect(str(tmp_path / "codes.duckdb")) as conn:
+        conn.execute(vector_codes._ddl(dims))
+        _insert_windows(conn, dims, "a", range(245_760))  # two row groups
+        conn.execute("CHECKPOINT")
+        cache = vector_codes.CodeCache()
+        before = cache.get(conn, dims, "a")
+        conn.execute(f"DELETE FROM {vector_codes.codes_table(dims)} WHERE doc BETWEEN 1000 AND 1999")
+        _insert_windows(conn, dims, "b", range(1000))
+        conn.execute("CHECKPOINT")
+        stale = cache.get(conn, dims, "a")
+        assert stale is before  # the fingerprint cannot tell
+        order = np.arange(len(stale.rowids) - 500, len(stale.rowids))  # rows past the deleted ones moved
+        assert vector_codes._fetch(conn, stale, order, "a", dims) is None
+        fresh = cache.get(conn, dims, "a", reload=True)
+        got = vector_codes._fetch(conn, fresh, np.arange(len(fresh.rowids) - 500, len(fresh.rowids)), "a", dims)
+        assert got is not None and set(got["url"].tolist()) <= {f"http://a.test/{d}" for d in range(245_760)}
+        assert len(fresh.rowids) == 245_760 - 1000
