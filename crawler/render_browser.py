@@ -37,7 +37,7 @@ from crawler.middlewares.robots import RobotsPolicyMiddleware
 from crawler.middlewares.ssrf import (
     HINT, BlockedAddressError, check_address, installed_resolver, parse_ip_host, private_networks_allowed,
 )
-from crawler.render_fetch import PinnedFetcher, TooLarge, hop_headers, origin, without_cookies_set
+from crawler.render_fetch import PinnedFetcher, TooLarge, Unreadable, hop_headers, origin, without_cookies_set
 from crawler.render import RENDER_TIMEOUT, SETTLE_SECONDS, RenderFailed, chromium_problem, rendered_text_problem
 
 if TYPE_CHECKING:
@@ -244,6 +244,12 @@ class RenderHandler(ScrapyPlaywrightDownloadHandler):
                 fetched = await self.fetcher.fetch(method, target, headers, body, address)
             except TooLarge as exc:
                 self._too_large(page_url, str(exc), conditional is not None)
+                await route.abort("failed")
+                return
+            except Unreadable as exc:  # the page's own document fails with the reason, not a debug line
+                if conditional is not None:
+                    self.outcomes[page_url] = ("unreadable", str(exc))
+                log.info("Rendering %s: %s", page_url, exc)
                 await route.abort("failed")
                 return
             location = fetched.headers.get("location")

@@ -69,9 +69,12 @@ class BoundedDecoder:
         if self.zlib is None:
             return b""
         try:
-            return self._count(self.zlib.flush())
+            tail = self._count(self.zlib.flush())
         except zlib.error as exc:
             raise Undecodable(f"{self.names[0]} body that does not decode ({exc})") from None
+        if self.started and not self.zlib.eof:  # a stream cut short would pass as a shorter, complete body
+            raise Undecodable(f"{self.names[0]} body cut short (the stream does not end)")
+        return tail
 
     def _inflate(self, data: bytes) -> bytes:
         assert self.zlib is not None

@@ -20,7 +20,7 @@ from scrapy.http import Headers
 
 from crawler.render_browser import conditional_headers
 from crawler.render_fetch import (
-    PinnedFetcher, TooLarge, hop_headers, host_header, operator_proxy, pinned_url, request_headers, response_headers,
+    PinnedFetcher, TooLarge, Unreadable, hop_headers, host_header, operator_proxy, pinned_url, request_headers, response_headers,
     without_cookies_set,
 )
 from tests.support.crawling import fetch_log, ok, pages, rows
@@ -129,7 +129,7 @@ def _fetch_all(bodies: dict[str, tuple[str, bytes]], max_bytes: int) -> tuple[_E
                 try:
                     results[path] = (await fetcher.fetch("GET", f"http://a.example:{port}{path}", {}, None,
                                                          "127.0.0.1")).body
-                except TooLarge as exc:
+                except (TooLarge, Unreadable) as exc:
                     results[path] = str(exc).replace(f":{port}", "")
         finally:
             await fetcher.close()
@@ -166,6 +166,14 @@ def test_a_gzip_bomb_is_cut_at_max_bytes_without_decoding_it_whole() -> None:
     assert [results[p] for p in ("/page", "/zlib", "/raw-deflate", "/plain")] == [text] * 4
     assert served.accepted == ["gzip, deflate"] * 5, "only what is decoded with a bound is asked for"
     assert served.cookies == [], "the fetcher keeps no cookies of its own (the browser sends its own)"
+
+
+def test_a_gzip_body_cut_short_is_unreadable_not_a_shorter_page() -> None:
+    whole = gzip.compress(BUILT.encode() * 100)
+    bodies = {"/cut": ("gzip", whole[: len(whole) // 2]), "/whole": ("gzip", whole)}
+    _served, results, _peak = _fetch_all(bodies, max_bytes=1 << 20)
+    assert results["/cut"] == "response not read: http://a.example/cut has a gzip body cut short (the stream does not end)"
+    assert results["/whole"] == BUILT.encode() * 100
 
 
 def test_a_brotli_or_unknown_encoding_is_refused_not_decoded() -> None:
