@@ -1,8 +1,8 @@
 """``embed: on_crawl``: right after a run's crawl, the windows of the pages its questions search are embedded,
 spread over every host with the embedding model (jobs/embed_pool.py), so that the first question does not wait.
 
-Done after the crawl, not during it: the crawl's one DuckDB writer stores and indexes the pages (a commit
-20–250 ms, BENCHMARKS.md) would have to insert the vectors too, or a second connection would contend with it
+Done after the crawl, not during it: the crawl's one DuckDB writer stores and indexes the pages (its commits are
+slow: BENCHMARKS.md, figures behind code comments) would have to insert the vectors too, or a second connection would contend with it
 for the same tables; and with Ollama on the crawling machine, embedding would take the cores the extraction
 workers use. After the crawl nothing else competes, and the pages to embed are known: the job's scope, as the
 questions will search it.
