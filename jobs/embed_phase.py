@@ -1,11 +1,11 @@
 """``embed: on_crawl``: right after a run's crawl, the windows of the pages its questions search are embedded,
 spread over every host with the embedding model (jobs/embed_pool.py), so that the first question does not wait.
 
-Done after the crawl, not during it: the crawl's one DuckDB writer stores and indexes the pages (its commits are
-slow: BENCHMARKS.md, figures behind code comments) would have to insert the vectors too, or a second connection would contend with it
-for the same tables; and with Ollama on the crawling machine, embedding would take the cores the extraction
-workers use. After the crawl nothing else competes, and the pages to embed are known: the job's scope, as the
-questions will search it.
+Done after the crawl, not during it: the crawl's one DuckDB writer, which stores and indexes the pages with
+slow commits (BENCHMARKS.md, figures behind code comments), would have to insert the vectors too, or a second
+connection would contend with it for the same tables; and with Ollama on the crawling machine, embedding would
+take the cores the extraction workers use. After the crawl nothing else competes, and the pages to embed are
+known: the job's scope, as the questions will search it.
 
 A failure to embed (no host with the model, every host gone, a bad reply) never fails the run here: one
 notice, in the run's notes, and the questions then select with bm25 as when their own embedding fails
