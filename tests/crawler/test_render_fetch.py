@@ -297,6 +297,22 @@ def test_a_response_over_max_bytes_is_not_read_and_says_why(site: SiteServer, tm
 
 @pytest.mark.e2e
 @needs_chromium
+def test_a_rendered_page_whose_gzip_body_is_cut_short_fails_with_that_reason(site: SiteServer, tmp_path: Path) -> None:
+    site.add(1, "/robots.txt", "User-agent: *\nAllow: /\n", content_type="text/plain")
+    whole = gzip.compress(_app(_show("'never read'")).encode())
+    site.add(1, "/cut.html", whole[: len(whole) // 2], headers={"Content-Encoding": "gzip"})
+    site.add(1, "/app.html", _app(_show(f"'{BUILT}'")))
+    db = tmp_path / "w.duckdb"
+    with ForwardingProxy({"docs.example": f"127.0.0.2:{site.port}"}) as proxy:
+        result = crawl(db, proxy, urls=[f"{PUBLIC}/cut.html", f"{PUBLIC}/app.html"], render="js")
+    outcome, reason, _ = fetch_log(db)[f"{PUBLIC}/cut.html"]
+    assert outcome == "failed", result.stdout[-2000:]
+    assert reason == f"response not read: {PUBLIC}/cut.html has a gzip body cut short (the stream does not end)"
+    assert set(pages(db)) == {f"{PUBLIC}/app.html"}
+
+
+@pytest.mark.e2e
+@needs_chromium
 def test_an_unchanged_rendered_page_is_a_304_like_a_static_one(site: SiteServer, tmp_path: Path) -> None:
     # On loopback with private networks allowed: the forwarding proxy would not pass the validators on.
     site.add(1, "/app.html", _app(_show(f"'{BUILT}'")))
