@@ -14,6 +14,7 @@ import pytest
 from jobs.runstore import RunStore
 from jobs.select import Selector
 from pipelines import search_index, vector_codes, vectors
+from pipelines.sql import table_exists
 from tests.support.index_pages import QUESTIONS, URLS, VocabEmbedder, random_page as _page
 
 
@@ -81,8 +82,10 @@ def test_codes_follow_the_vectors_page_by_page_and_rank_like_the_exact_scan(tmp_
             else:
                 record, chunks = _page(rng, url, step)
                 store.save_page(record, chunks, crawl_run_id=step)
-            if step % 5 == 4:  # vectors cached for what is new, then pages indexed after them
-                Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m").select("widget", "embedding")
+            if step % 5 == 4:  # vectors cached for what is new, then pages indexed after them; the first
+                # approximate selection builds the codes, and from then on they are kept page by page
+                Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m",
+                         approximate=True).select("widget", "embedding")
         rows = _twins_match(store)
         assert rows > 20
 
@@ -106,6 +109,21 @@ def test_codes_follow_the_vectors_page_by_page_and_rank_like_the_exact_scan(tmp_
         assert {q: [(c.chunk_id, c.score) for c in exact.select(q, "bm25").candidates] for q in QUESTIONS} == bm25
         assert {q: _ranking(exact, q) for q in QUESTIONS} == before
         assert {q: _ranking(approx, q) for q in QUESTIONS} == before
+
+
+def test_without_an_approximate_selection_no_codes_are_kept(tmp_path: Path) -> None:
+    # Off by default: a database whose selections never asked for the codes holds each vector once.
+    rng = random.Random(11)
+    with RunStore.open(tmp_path / "plain.duckdb") as store:
+        for step, url in enumerate(URLS):
+            record, chunks = _page(rng, url, step)
+            store.save_page(record, chunks, crawl_run_id=step)
+        Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m").select("widget", "embedding")
+        store.rebuild_fts()
+        Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m").select("colours", "embedding")
+        dims = vectors.vector_table_dims(store.conn)
+        assert dims == [64]
+        assert not table_exists(store.conn, vector_codes.codes_table(64))
 
 
 def test_an_old_database_is_encoded_on_first_use_and_runs_repeat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
