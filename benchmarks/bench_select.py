@@ -77,7 +77,11 @@ def build(source: Path, target: Path, size: int) -> None:
         resumed = conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == size
         # ... and from its vectors, when they were inserted too (the index build is what failed).
         vectored = resumed and conn.execute("SELECT count(*) FROM embeddings").fetchone()[0] > 0
-        if not vectored:
+        # BENCH_NO_VECTORS=1: chunks and the bm25 index only (at a million chunks the vectors' build peaks
+        # at 13 GiB, and bm25's latency does not need them).
+        no_vectors = os.environ.get("BENCH_NO_VECTORS") == "1"
+        vectored = vectored or no_vectors
+        if not vectored or no_vectors:
             conn.execute("DELETE FROM chunk_windows")
             conn.execute("DELETE FROM embeddings")
         conn.execute("SELECT $copies + $size" if resumed else

@@ -6,7 +6,7 @@ keeps working instead of failing on a missing column.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -257,9 +257,9 @@ CREATE TABLE IF NOT EXISTS reranks (
 
 # The tables selection reads, maintained page by page (pipelines/search_index.py index_pages, in the transaction that writes
 # the pages) and rebuilt whole only by `webqa reindex` or for a database indexed by an older version.
-# No collection statistic is stored: document count, average length and document frequencies are
-# computed per question from these rows (pipelines/search_index.py BM25_SQL), so a page write touches only the
-# rows of its own chunks.
+# A page write touches the rows of its own chunks, plus one bm25_terms row per distinct term of those chunks
+# and one bm25_stats row per language: counting them per question from the rows scanned every doc and
+# every posting of the question's terms (BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
 #
 # selection_docs: one row per chunk. ``doc`` is a surrogate number: a full build numbers chunks in
 # (url, ordinal) order, later pages get numbers above the highest; selection breaks ties by url and
@@ -268,6 +268,9 @@ CREATE TABLE IF NOT EXISTS reranks (
 # (BM25_SQL weights heading terms) and the doc's length, so BM25 needs nothing else per posting.
 # A full build writes them sorted by term, so a question's rows sit in a few row groups that DuckDB's
 # min/max filters skip to; pages indexed later append rows of their own.
+# bm25_terms: each term's document frequency (docs holding it; 0 once its last doc left), and bm25_stats the
+# docs and their summed length per stemmer: BM25's collection statistics, kept equal to a recount from
+# the rows above (tests/pipelines/test_bm25_stats.py).
 INDEX_TABLES = """
 CREATE TABLE IF NOT EXISTS selection_docs (
     doc INTEGER NOT NULL,
@@ -285,8 +288,17 @@ CREATE TABLE IF NOT EXISTS bm25_postings (
     tf_text INTEGER NOT NULL,
     len INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS bm25_terms (
+    term VARCHAR NOT NULL,
+    df INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS bm25_stats (
+    lang VARCHAR NOT NULL,
+    docs BIGINT NOT NULL,
+    total_len BIGINT NOT NULL
+);
 """
-SELECTION_TABLES = ("selection_docs", "bm25_postings")
+SELECTION_TABLES = ("selection_docs", "bm25_postings", "bm25_terms", "bm25_stats")
 # The words BM25 leaves out, per stemmer (pipelines/search_index.py stopword_rows).
 CREATE_FTS_STOPWORDS = "CREATE TABLE IF NOT EXISTS fts_stopwords (lang VARCHAR, sw VARCHAR, PRIMARY KEY (lang, sw))"
 # meta key set when the index tables hold every chunk (a full build, or a database that had no chunk when
@@ -360,4 +372,7 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE answers ADD COLUMN IF NOT EXISTS value_type VARCHAR",
         "ALTER TABLE answers ADD COLUMN IF NOT EXISTS value_problem VARCHAR",
     ],
+    # 11: BM25's statistics stored (bm25_terms, bm25_stats, created by INDEX_TABLES): counted once from the
+    # index rows in Store.migrate, so the index needs no full build.
+    11: [],
 }

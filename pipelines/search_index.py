@@ -145,21 +145,47 @@ WHERE s.doc > $base
 ORDER BY t.term, s.doc
 """
 DROP_INDEX_TERMS = ("DROP TABLE IF EXISTS temp.index_terms", "DROP TABLE IF EXISTS temp.index_langs")
+# BM25's statistics follow the rows: counted up by the docs just indexed (those above ``$base``; each
+# (chunk, term) of index_terms is one new posting), down by the docs about to leave (below).
+COUNT_IN = (
+    """MERGE INTO bm25_terms t USING (SELECT term, count(*)::INTEGER AS n FROM index_terms GROUP BY term) g
+       ON t.term = g.term WHEN MATCHED THEN UPDATE SET df = t.df + g.n WHEN NOT MATCHED THEN INSERT VALUES (g.term, g.n)""",
+    """MERGE INTO bm25_stats t USING (SELECT lang, count(*) AS n, sum(len)::BIGINT AS l FROM selection_docs
+       WHERE doc > $base GROUP BY lang) g ON t.lang = g.lang
+       WHEN MATCHED THEN UPDATE SET docs = t.docs + g.n, total_len = t.total_len + g.l
+       WHEN NOT MATCHED THEN INSERT VALUES (g.lang, g.n, g.l)""",
+)
 
-# Removing pages' chunks from the index: postings and docs (vectors: pipelines/vectors.py).
+# Removing pages' chunks from the index: statistics, postings and docs (vectors: pipelines/vectors.py).
 _DOCS_OF_URLS = "SELECT doc FROM selection_docs WHERE list_contains($urls, url)"
+COUNT_OUT = (
+    f"""UPDATE bm25_terms t SET df = t.df - g.n FROM (SELECT term, count(*)::INTEGER AS n FROM bm25_postings
+        WHERE doc IN ({_DOCS_OF_URLS}) GROUP BY term) g WHERE t.term = g.term""",
+    """UPDATE bm25_stats t SET docs = t.docs - g.n, total_len = t.total_len - g.l FROM (SELECT lang, count(*) AS n,
+       sum(len)::BIGINT AS l FROM selection_docs WHERE list_contains($urls, url) GROUP BY lang) g WHERE t.lang = g.lang""",
+)
 UNINDEX_POSTINGS = f"DELETE FROM bm25_postings WHERE doc IN ({_DOCS_OF_URLS})"
 UNINDEX_DOCS = "DELETE FROM selection_docs WHERE list_contains($urls, url)"
 # Emptied before a full build (the tables keep their definition).
-CLEAR_INDEX = ("DELETE FROM bm25_postings", "DELETE FROM selection_docs")
+CLEAR_INDEX = ("DELETE FROM bm25_postings", "DELETE FROM selection_docs", "DELETE FROM bm25_terms",
+               "DELETE FROM bm25_stats")
 NEXT_DOC_BASE = "SELECT coalesce(max(doc), 0) FROM selection_docs"
+# The statistics counted from the rows: what COUNT_IN and COUNT_OUT keep them equal to (a database of schema
+# 10 gets them so; tests/pipelines/test_bm25_stats.py compares). Terms in term order, so a question's
+# terms sit in few row groups.
+RECOUNT = (
+    "DELETE FROM bm25_terms",
+    "INSERT INTO bm25_terms SELECT term, count(*)::INTEGER FROM bm25_postings GROUP BY term ORDER BY term",
+    "DELETE FROM bm25_stats",
+    "INSERT INTO bm25_stats SELECT lang, count(*), sum(len)::BIGINT FROM selection_docs GROUP BY lang ORDER BY lang",
+)
 
 # How BM25_SQL computes the formula of jobs/select.py (tests/jobs/test_select.py checks the scores against the fts
 # extension's match_bm25 with its parameters). It reads bm25_postings (term, doc, counts in heading and
-# text, doc length), so the per-question work is: the question's terms' rows, their
-# document frequencies counted from those same rows, the document count and average length from
-# selection_docs (nothing is kept as a running total, so nothing can drift), a sum per doc, and only then
-# the url and ordinal of the best-scoring docs for the tie-break and the text of the top ``pool``. The question
+# text, doc length), so the per-question work is: the question's terms' rows, their document frequencies
+# (bm25_terms), the document count and average length (bm25_stats), a sum per doc, and only then
+# the url and ordinal of the best-scoring docs for the tie-break and the text of the top ``pool``.
+# Types are those of the counts it once took from the rows (BIGINT document counts), so scores are unchanged. The question
 # is tokenised and stemmed by the same SQL as the chunks (terms above), in its own language ($lang). The per-doc sum is taken in
 # DECIMAL(38, 18), exact and so independent of the order DuckDB's parallel aggregate adds the terms in:
 # summed as DOUBLE, scores differed run to run in the last bit, which reordered tied chunks (copies of a
@@ -173,20 +199,17 @@ WITH words AS (SELECT unnest({tokenize_in("$q", "$lang")}) AS w, $lang AS lang),
 asked AS (SELECT x.* FROM words x ANTI JOIN fts_stopwords s ON s.lang = x.lang AND x.lang <> '{languages.ENGLISH}'
           AND strip_accents(s.sw) = strip_accents(x.w)),
 tokens AS (SELECT DISTINCT term FROM ({terms("SELECT w, lang FROM asked")})),
-hits AS MATERIALIZED (
-    SELECT p.term, p.doc, p.tf_heading, p.tf_text, p.len FROM bm25_postings p WHERE p.term IN (SELECT term FROM tokens)
-),
-stats AS (SELECT count(*) AS num_docs, sum(len) / count(len) AS avgdl FROM selection_docs),
+stats AS (SELECT sum(docs)::BIGINT AS num_docs, sum(total_len) / sum(docs) AS avgdl FROM bm25_stats),
 qterms AS (
-    SELECT term, log(((st.num_docs - df) + 0.5) / (df + 0.5) + 1) AS idf
-    FROM (SELECT term, count(*) AS df FROM hits GROUP BY term), stats st
+    SELECT t.term, log(((st.num_docs - t.df::BIGINT) + 0.5) / (t.df::BIGINT + 0.5) + 1) AS idf
+    FROM bm25_terms t, stats st WHERE t.df > 0 AND t.term IN (SELECT term FROM tokens)
 ),
 scored AS MATERIALIZED (
     SELECT h.doc,
            sum((q.idf * ((h.tf_heading * $heading_weight + h.tf_text) * ($k1 + 1))
                 / ((h.tf_heading * $heading_weight + h.tf_text) + $k1 * ((1 - $b) + $b * (h.len / st.avgdl))))
                ::DECIMAL(38, 18)) AS score
-    FROM hits h JOIN qterms q USING (term), stats st
+    FROM bm25_postings h JOIN qterms q USING (term), stats st
     WHERE $urls IS NULL OR h.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url))
     GROUP BY h.doc
 ),
@@ -238,6 +261,8 @@ def index_pages(conn: duckdb.DuckDBPyConnection, urls: "Sequence[str] | UrlSlice
         if not urls:
             return
         params = {"urls": sorted(set(urls))}
+        for statement in COUNT_OUT:
+            conn.execute(statement, params)
         conn.execute(UNINDEX_POSTINGS, params)
         vectors.unindex_pages(conn, params["urls"])
         conn.execute(UNINDEX_DOCS, params)
@@ -265,6 +290,8 @@ def index_pages(conn: duckdb.DuckDBPyConnection, urls: "Sequence[str] | UrlSlice
     conn.execute(index_terms(source), bound)
     conn.execute(index_docs(source), {"base": base, **bound})
     conn.execute(INDEX_POSTINGS, {"base": base})
+    for statement in COUNT_IN:
+        conn.execute(statement, {"base": base} if "$base" in statement else {})
     for statement in DROP_INDEX_TERMS:
         conn.execute(statement)
     conn.execute("DROP TABLE IF EXISTS temp.index_chunks")
@@ -307,7 +334,18 @@ def rebuild(conn: duckdb.DuckDBPyConnection) -> None:
         conn.execute(statement)
     for piece in url_slices(conn, REBUILD_SLICE_CHUNKS):
         index_pages(conn, piece)
+    # The slices appended their new terms in slice order: rewritten in term order (a vocabulary, not postings).
+    conn.execute("CREATE OR REPLACE TEMP TABLE sorted_terms AS SELECT * FROM bm25_terms ORDER BY term")
+    conn.execute("DELETE FROM bm25_terms")
+    conn.execute("INSERT INTO bm25_terms SELECT * FROM temp.sorted_terms")
+    conn.execute("DROP TABLE temp.sorted_terms")
     vectors.rebuild_all(conn)
+
+
+def recount_statistics(conn: duckdb.DuckDBPyConnection) -> None:
+    """Set bm25_terms and bm25_stats to the counts of the index rows (RECOUNT)."""
+    for statement in RECOUNT:
+        conn.execute(statement)
 
 
 def tables_exist(conn: duckdb.DuckDBPyConnection) -> bool:
@@ -348,7 +386,7 @@ def keyword_rank(conn: duckdb.DuckDBPyConnection, keywords: Sequence[str], scope
 
 def indexed_stemmers(conn: duckdb.DuckDBPyConnection) -> list[str]:
     """The stemmers the indexed chunks were indexed with (one per language of the pages)."""
-    return [r[0] for r in conn.execute("SELECT DISTINCT lang FROM selection_docs ORDER BY 1").fetchall()]
+    return [r[0] for r in conn.execute("SELECT lang FROM bm25_stats WHERE docs > 0 ORDER BY 1").fetchall()]
 
 
 def question_stemmer(conn: duckdb.DuckDBPyConnection, question: str) -> str:
@@ -383,12 +421,11 @@ def chunk_pages(conn: duckdb.DuckDBPyConnection, chunk_ids: Sequence[str]) -> di
 
 
 def idf(conn: duckdb.DuckDBPyConnection, words: Sequence[str]) -> dict[str, float]:
-    """word → its BM25 idf, for the words whose stem is indexed; document frequencies are counted from
-    the postings themselves (the index keeps no statistics, see BM25_SQL)."""
+    """word → its BM25 idf, for the words whose stem is indexed (statistics as BM25_SQL reads them)."""
     return dict(conn.execute(
         """WITH words AS (SELECT w, stem(w, 'porter') AS term FROM (SELECT unnest($words) AS w)),
-                df AS (SELECT term, count(*) AS df FROM bm25_postings
-                       WHERE term IN (SELECT term FROM words) GROUP BY term)
+                df AS (SELECT term, df::BIGINT AS df FROM bm25_terms
+                       WHERE df > 0 AND term IN (SELECT term FROM words))
            SELECT w, log((st.num_docs - df.df + 0.5) / (df.df + 0.5) + 1)
-           FROM words JOIN df USING (term), (SELECT count(*) AS num_docs FROM selection_docs) st""",
+           FROM words JOIN df USING (term), (SELECT sum(docs)::BIGINT AS num_docs FROM bm25_stats) st""",
         {"words": list(words)}).fetchall())

@@ -84,6 +84,9 @@ class Store:
                 self.conn.execute(statement)
             if step == 5:
                 vectors.drop_vector_tables(self.conn)  # keyed by the former doc numbers, without url/ordinal
+            if step == 11:
+                self.conn.execute(schema.INDEX_TABLES)
+                search_index.recount_statistics(self.conn)
         self.conn.execute(
             "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(schema.SCHEMA_VERSION)]
         )

@@ -1,0 +1,145 @@
+"""BM25's stored statistics (bm25_terms, bm25_stats) stay equal to a recount from the index rows through page
+inserts, re-crawl edits and deletes, and BM25 ranks exactly as when it counted them per question from the rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs.runstore import RunStore
+from pipelines import languages, schema, search_index
+from pipelines.store import Store
+from tests.support.index_pages import QUESTIONS, URLS, random_page
+
+# BM25_SQL as it was before the statistics were stored: document count and average length over every doc,
+# document frequencies counted from the question's postings.
+_COUNTED_STATS = """hits AS MATERIALIZED (
+    SELECT p.term, p.doc, p.tf_heading, p.tf_text, p.len FROM bm25_postings p WHERE p.term IN (SELECT term FROM tokens)
+),
+stats AS (SELECT count(*) AS num_docs, sum(len) / count(len) AS avgdl FROM selection_docs),
+qterms AS (
+    SELECT term, log(((st.num_docs - df) + 0.5) / (df + 0.5) + 1) AS idf
+    FROM (SELECT term, count(*) AS df FROM hits GROUP BY term), stats st
+),
+"""
+
+
+def counted_bm25_sql() -> str:
+    head, rest = search_index.BM25_SQL.split("stats AS (", 1)
+    scored = rest[rest.index("scored AS MATERIALIZED"):]
+    assert "FROM bm25_postings h JOIN" in scored
+    return head + _COUNTED_STATS + scored.replace("FROM bm25_postings h JOIN", "FROM hits h JOIN", 1)
+
+
+def stored(conn: Any) -> tuple[list[Any], list[Any]]:
+    return (conn.execute("SELECT term, df FROM bm25_terms WHERE df > 0 ORDER BY ALL").fetchall(),
+            conn.execute("SELECT lang, docs, total_len FROM bm25_stats WHERE docs > 0 ORDER BY ALL").fetchall())
+
+
+def recounted(conn: Any) -> tuple[list[Any], list[Any]]:
+    return (conn.execute("SELECT term, count(*) FROM bm25_postings GROUP BY term ORDER BY ALL").fetchall(),
+            conn.execute("SELECT lang, count(*), sum(len) FROM selection_docs GROUP BY lang ORDER BY ALL").fetchall())
+
+
+def rankings(store: Store, sql: str | None) -> dict[tuple[str, int, str], list[tuple[Any, ...]]]:
+    """Every question's bm25 rows (ids, scores, order), unscoped and scoped, narrow and wide; ``sql`` None:
+    the product's search_index.bm25_rank, else that SQL with the stemmer told from every doc's language."""
+    store.load_fts()
+    conn = store.conn
+    got = {}
+    for pool in (3, 1000):
+        for question in QUESTIONS:
+            for scope in (None, URLS[2:8]):
+                if sql is None:
+                    rows = search_index.bm25_rank(conn, question, scope, pool=pool, k1=1.2, b=0.5, heading_weight=3.0)
+                else:
+                    langs = [r[0] for r in conn.execute("SELECT DISTINCT lang FROM selection_docs ORDER BY 1").fetchall()]
+                    rows = conn.execute(sql, {"q": question, "urls": scope, "pool": pool, "k1": 1.2, "b": 0.5,
+                                              "heading_weight": 3.0,
+                                              "lang": languages.question_stemmer(question, langs)}).fetchall()
+                got[(question, pool, str(scope))] = [(r[0], r[5]) for r in rows]
+    return got
+
+
+def crawl_randomly(store: RunStore, seed: int, steps: int = 80) -> dict[str, int]:
+    """Inserts, re-crawl edits (a page's chunks replaced), unchanged re-saves and deletes, some pages in Spanish."""
+    rng = random.Random(seed)
+    ops = {"new": 0, "changed": 0, "unchanged": 0, "deleted": 0}
+    saved: dict[str, Any] = {}
+    for step in range(steps):
+        url = rng.choice(URLS)
+        roll = rng.random()
+        if url in saved and roll < 0.2:
+            assert store.delete_page(url)
+            del saved[url]
+            ops["deleted"] += 1
+            continue
+        if url in saved and roll < 0.35:
+            record, chunks = saved[url]
+        else:
+            record, chunks = random_page(rng, url, step)
+            record = dataclasses.replace(record, lang="es" if rng.random() < 0.3 else "en")
+            saved[url] = (record, chunks)
+        ops[store.save_page(record, chunks, crawl_run_id=step)] += 1
+    return ops
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_stored_statistics_equal_a_recount_after_inserts_edits_and_deletes(tmp_path: Path, seed: int) -> None:
+    with RunStore.open(tmp_path / "s.duckdb") as store:
+        ops = crawl_randomly(store, seed)
+        assert all(ops.values()), ops
+        terms, stats = stored(store.conn)
+        assert (terms, stats) == recounted(store.conn)
+        assert len(terms) > 10 and {lang for lang, *_ in stats} == {"porter", "spanish"}
+        assert store.conn.execute("SELECT count(*) FROM bm25_terms WHERE df < 0").fetchone() == (0,)
+        # Deleting every page leaves no document and no term counted.
+        for url in URLS:
+            store.delete_page(url)
+        assert stored(store.conn) == ([], []) == recounted(store.conn)
+
+
+def test_bm25_ranks_as_when_it_counted_the_statistics_per_question(tmp_path: Path) -> None:
+    with RunStore.open(tmp_path / "r.duckdb") as store:
+        crawl_randomly(store, 5)
+        now, before = rankings(store, None), rankings(store, counted_bm25_sql())
+    assert now == before
+    # Not vacuous: many rankings, scores tied across pages, and narrow pools cut inside the ties.
+    assert sum(len(r) for r in now.values()) > 100
+    assert any(len({s for _, s in r}) < len(r) for r in now.values())
+
+
+def test_a_full_build_counts_the_statistics_as_page_writes_do(tmp_path: Path) -> None:
+    with RunStore.open(tmp_path / "f.duckdb") as store:
+        crawl_randomly(store, 6)
+        incremental = rankings(store, None)
+        store.rebuild_fts()
+        assert stored(store.conn) == recounted(store.conn)
+        # A full build drops the terms whose last doc left, and writes them in term order.
+        assert store.conn.execute("SELECT count(*) FROM bm25_terms WHERE df = 0").fetchone() == (0,)
+        terms = [t for (t,) in store.conn.execute("SELECT term FROM bm25_terms").fetchall()]
+        assert terms == sorted(terms)
+        assert rankings(store, None) == incremental
+
+
+def test_a_database_of_schema_10_gets_its_statistics_counted_without_a_full_build(tmp_path: Path) -> None:
+    db = tmp_path / "v10.duckdb"
+    with RunStore.open(db) as store:
+        crawl_randomly(store, 8)
+        before = rankings(store, None)
+        store.conn.execute("DROP TABLE bm25_terms")  # what schema 10 had: no stored statistics
+        store.conn.execute("DROP TABLE bm25_stats")
+        store.conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', '10')")
+        docs = store.conn.execute("SELECT list(doc ORDER BY doc) FROM selection_docs").fetchone()
+    with RunStore.open(db) as store:
+        assert not store.fts_is_stale()
+        assert store.conn.execute("SELECT list(doc ORDER BY doc) FROM selection_docs").fetchone() == docs  # not rebuilt
+        assert stored(store.conn) == recounted(store.conn) and stored(store.conn)[0]
+        assert rankings(store, None) == before
+        assert store.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+            str(schema.SCHEMA_VERSION),)
