@@ -190,7 +190,7 @@ RECOUNT = (
 # DECIMAL(38, 18), exact and so independent of the order DuckDB's parallel aggregate adds the terms in:
 # summed as DOUBLE, scores differed run to run in the last bit, which reordered tied chunks (copies of a
 # section on several pages) between runs. Against match_bm25 scores differ by at most ~1e-15.
-BM25_SQL = f"""
+_QUESTION_TERMS = f"""
 WITH words AS (SELECT unnest({tokenize_in("$q", "$lang")}) AS w, $lang AS lang),
 -- Stop words leave the question before stemming, as they left the text when it was indexed: match_bm25
 -- stems them too, and "are" became "ar", matching every AR and ARFLAGS of the sysconfig page.
@@ -201,18 +201,13 @@ asked AS (SELECT x.* FROM words x ANTI JOIN fts_stopwords s ON s.lang = x.lang A
 tokens AS (SELECT DISTINCT term FROM ({terms("SELECT w, lang FROM asked")})),
 stats AS (SELECT sum(docs)::BIGINT AS num_docs, sum(total_len) / sum(docs) AS avgdl FROM bm25_stats),
 qterms AS (
-    SELECT t.term, log(((st.num_docs - t.df::BIGINT) + 0.5) / (t.df::BIGINT + 0.5) + 1) AS idf
+    SELECT t.term, log(((st.num_docs - t.df::BIGINT) + 0.5) / (t.df::BIGINT + 0.5) + 1) AS idf, t.df
     FROM bm25_terms t, stats st WHERE t.df > 0 AND t.term IN (SELECT term FROM tokens)
-),
-scored AS MATERIALIZED (
-    SELECT h.doc,
-           sum((q.idf * ((h.tf_heading * $heading_weight + h.tf_text) * ($k1 + 1))
+),"""
+_SCORE = """sum((q.idf * ((h.tf_heading * $heading_weight + h.tf_text) * ($k1 + 1))
                 / ((h.tf_heading * $heading_weight + h.tf_text) + $k1 * ((1 - $b) + $b * (h.len / st.avgdl))))
-               ::DECIMAL(38, 18)) AS score
-    FROM bm25_postings h JOIN qterms q USING (term), stats st
-    WHERE $urls IS NULL OR h.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url))
-    GROUP BY h.doc
-),
+               ::DECIMAL(38, 18)) AS score"""
+_POOL = """
 -- Every doc of the top ``pool`` by (score, url, ordinal) scores at least the pool-th best score: only those
 -- docs are joined for their url and ordinal (joining every scored doc was most of the query at 100k).
 cut AS (SELECT min(score) AS score FROM (SELECT score FROM scored ORDER BY score DESC LIMIT $pool)),
@@ -227,6 +222,33 @@ SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score::D
 FROM top JOIN chunks c USING (chunk_id)
 ORDER BY top.score DESC, top.url, top.ordinal
 """
+BM25_SQL = f"""{_QUESTION_TERMS}
+scored AS MATERIALIZED (
+    SELECT h.doc, {_SCORE}
+    FROM bm25_postings h JOIN qterms q USING (term), stats st
+    WHERE $urls IS NULL OR h.doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url))
+    GROUP BY h.doc
+),{_POOL}"""
+# The question's indexed terms with their idf and document frequency, the commonest first (BM25_PRUNED_SQL).
+BM25_TERMS_SQL = f"{_QUESTION_TERMS.rstrip(',')}\nSELECT term, idf, df FROM qterms ORDER BY idf, term"
+# BM25_SQL for the question's terms bound as lists (``$terms`` with ``$idfs`` from BM25_TERMS_SQL), summing in
+# full only the docs that hold one of the ``$essential`` terms: the other terms' postings are read for those
+# docs alone (bm25_rank says when that ranks exactly as BM25_SQL).
+BM25_PRUNED_SQL = f"""
+WITH qterms AS (SELECT unnest($terms) AS term, unnest($idfs) AS idf, unnest($essential) AS essential),
+stats AS (SELECT sum(total_len) / sum(docs) AS avgdl FROM bm25_stats),
+candidates AS (SELECT DISTINCT doc FROM bm25_postings WHERE term IN (SELECT term FROM qterms WHERE essential)),
+hits AS (
+    SELECT term, doc, tf_heading, tf_text, len FROM bm25_postings WHERE term IN (SELECT term FROM qterms WHERE essential)
+    UNION ALL
+    SELECT term, doc, tf_heading, tf_text, len FROM bm25_postings
+    WHERE term IN (SELECT term FROM qterms WHERE NOT essential) AND doc IN (SELECT doc FROM candidates)
+),
+scored AS MATERIALIZED (
+    SELECT h.doc, {_SCORE}
+    FROM hits h JOIN qterms q USING (term), stats st
+    GROUP BY h.doc
+),{_POOL}"""
 
 
 
@@ -399,11 +421,50 @@ def bm25_rank(conn: duckdb.DuckDBPyConnection, question: str, scope: Sequence[st
               k1: float, b: float, heading_weight: float) -> list[tuple[Any, ...]]:
     """BM25_SQL's rows, best first: (chunk_id, url, heading_path, text, token_estimate, score, ordinal).
 
-    Raises duckdb.CatalogException when the index tables are missing.
+    Unscoped, the common terms' postings are summed only for docs holding a rarer term when that is proven
+    to give the same rows (``_pruned_rank``). Raises duckdb.CatalogException when the index tables are missing.
     """
     lang = question_stemmer(conn, question)
-    return conn.execute(BM25_SQL, {"q": question, "urls": scope, "pool": pool, "k1": k1, "b": b,
-                                   "heading_weight": heading_weight, "lang": lang}).fetchall()
+    params = {"pool": pool, "k1": k1, "b": b, "heading_weight": heading_weight}
+    if scope is None and k1 >= 0 and 0 <= b <= 1 and heading_weight >= 0:
+        rows = _pruned_rank(conn, conn.execute(BM25_TERMS_SQL, {"q": question, "lang": lang}).fetchall(), params)
+        if rows is not None:
+            return rows
+    return conn.execute(BM25_SQL, {"q": question, "urls": scope, "lang": lang, **params}).fetchall()
+
+
+# MaxScore: a term adds at most idf × (k1 + 1) to a doc's score (tf·(k1 + 1) / (tf + K) < k1 + 1 for K ≥ 0, that
+# is k1 ≥ 0 and 0 ≤ b ≤ 1). So a doc holding none of the essential terms scores at most the bound of the
+# others; when that bound is below the pool-th best score of the docs holding an essential term, no other doc
+# enters the pool or ties with it, and BM25_PRUNED_SQL returns BM25_SQL's rows. The margin covers rounding
+# (each term's part is rounded to 1e-18 before the exact sum, the score returned as DOUBLE).
+def _bound(terms: Sequence[tuple[Any, ...]], k1: float) -> float:
+    return sum(idf for _, idf, _ in terms) * (k1 + 1) * (1 + 1e-9) + 1e-12
+
+
+def _pruned_rank(conn: duckdb.DuckDBPyConnection, terms: Sequence[tuple[Any, ...]],
+                 params: dict[str, Any]) -> list[tuple[Any, ...]] | None:
+    """BM25_SQL's rows for the question's ``terms`` (BM25_TERMS_SQL: term, idf, df; commonest first), or None
+    when pruning cannot be proven exact (BM25_SQL then ranks). First the rarest terms holding ``pool`` docs
+    are essential; if the bound fails, the pool-th score found makes a bound that holds for fewer common terms."""
+    if not terms:
+        return []
+    pool, k1 = params["pool"], params["k1"]
+    common, held = len(terms), 0
+    while common > 0 and held < pool:
+        common -= 1
+        held += terms[common][2]
+    for _ in range(2):
+        if common == 0:
+            return None
+        rows = conn.execute(BM25_PRUNED_SQL, {"terms": [t[0] for t in terms], "idfs": [t[1] for t in terms],
+                                              "essential": [i >= common for i in range(len(terms))], **params}).fetchall()
+        if len(rows) < pool:
+            return None
+        if rows[-1][5] > _bound(terms[:common], k1):
+            return rows
+        common = max((n for n in range(common) if _bound(terms[:n], k1) < rows[-1][5]), default=0)
+    return None
 
 
 def has_pages(conn: duckdb.DuckDBPyConnection) -> bool:

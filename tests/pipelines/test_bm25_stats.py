@@ -143,3 +143,42 @@ def test_a_database_of_schema_10_gets_its_statistics_counted_without_a_full_buil
         assert rankings(store, None) == before
         assert store.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
             str(schema.SCHEMA_VERSION),)
+
+
+def test_pruned_bm25_returns_exactly_the_full_rows_and_prunes_often(tmp_path: Path) -> None:
+    """Questions mixing rare and common words, pools cut inside ties: the pruned ranking (MaxScore) equals
+    BM25_SQL's rows, scores included, whether its bound held at the first try, the second, or not at all."""
+    rng = random.Random(11)
+    vocab = [f"w{i}" for i in range(40)]
+    with RunStore.open(tmp_path / "p.duckdb") as store:
+        for n, url in enumerate(f"http://p.test/{i}" for i in range(60)):
+            record, chunks = random_page(rng, url, 0)
+            # Zipf-like words: w0 in most chunks, w39 in a few; copies of one text tie across pages.
+            chunks = [dataclasses.replace(c, text=" ".join(vocab[min(int(rng.paretovariate(0.6)) - 1, 39)]
+                                                           for _ in range(rng.randint(1, 30)))
+                                          if n % 7 else "w0 w1 w30 w30") for c in chunks]
+            store.save_page(record, chunks, crawl_run_id=1)
+        store.load_fts()
+        queries: list[str] = []
+
+        class Recording:  # which queries answered each question
+            def __init__(self, conn: Any) -> None:
+                self.conn = conn
+
+            def execute(self, sql: str, params: Any = None) -> Any:
+                queries.append({search_index.BM25_PRUNED_SQL: "p", search_index.BM25_SQL: "f"}.get(sql, ""))
+                return self.conn.execute(sql, params)
+
+        paths = []
+        for _ in range(120):
+            question = " ".join(rng.sample(vocab, rng.randint(1, 5)))
+            pool = rng.choice([1, 3, 10, 40])
+            queries.clear()
+            got = search_index.bm25_rank(Recording(store.conn), question, None, pool=pool, k1=1.2, b=0.5,  # type: ignore[arg-type]
+                                         heading_weight=3.0)
+            full = store.conn.execute(search_index.BM25_SQL, {"q": question, "urls": None, "pool": pool, "k1": 1.2,
+                                                              "b": 0.5, "heading_weight": 3.0, "lang": "porter"}).fetchall()
+            assert got == full, question
+            paths.append("".join(queries))
+    # Not vacuous: answered pruned at the first try, at the second, and by the full query after a failed bound.
+    assert paths.count("p") > 10 and "pp" in paths and any(p.startswith("p") and p.endswith("f") for p in paths), paths
