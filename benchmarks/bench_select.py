@@ -347,7 +347,7 @@ def vectors_index(db: Path) -> None:
     build numbers them (no bm25 postings: at a million chunks their build did not fit the time a loaded
     machine left), then the product's sliced unit-vector build and its codes (vectors.rebuild_unit_vectors).
     For the embedding leg's latency and recall when the full build is out of reach; bm25 is then unusable."""
-    from pipelines import vectors as vec
+    from pipelines import search_index as si, vectors as vec
     from pipelines.store import Store
 
     with Store.open(db) as store:
@@ -358,6 +358,7 @@ def vectors_index(db: Path) -> None:
             conn.execute("DELETE FROM selection_docs")
             conn.execute("INSERT INTO selection_docs SELECT (row_number() OVER (ORDER BY url, ordinal))::INTEGER, "
                          "chunk_id, url, ordinal, embed_key, 0, 'porter' FROM chunks ORDER BY 1")
+            si.recount_statistics(conn)
         docs_s = time.perf_counter() - t
         t2 = time.perf_counter()
         with store.transaction():
@@ -390,7 +391,14 @@ def postings_index(db: Path) -> None:
                 conn.execute(si.INDEX_POSTINGS, {"base": 0})
                 for statement in si.DROP_INDEX_TERMS:
                     conn.execute(statement)
+        # As the product's full build ends: statistics counted, postings rewritten in one term order.
+        t2, cpu2 = time.perf_counter(), time.process_time()
+        with store.transaction():
+            si.recount_statistics(conn)
+            si.sort_postings(conn)
         print(json.dumps({"postings_s": round(time.perf_counter() - t, 1), "cpu_s": round(time.process_time() - cpu, 1),
+                          "stats_and_sort_s": round(time.perf_counter() - t2, 1),
+                          "stats_and_sort_cpu_s": round(time.process_time() - cpu2, 1),
                           "slices": len(slices), "vm_hwm_mib": round(_vm_kib("VmHWM") / 1024),
                           "postings": conn.execute("SELECT count(*) FROM bm25_postings").fetchone()[0]}))
 

@@ -271,7 +271,8 @@ CREATE TABLE IF NOT EXISTS reranks (
 # bm25_terms: each term's document frequency (docs holding it; 0 once its last doc left), and bm25_stats the
 # docs and their summed length per stemmer: BM25's collection statistics, kept equal to a recount from
 # the rows above (tests/pipelines/test_bm25_stats.py).
-INDEX_TABLES = """
+POSTINGS_COLUMNS = "(term VARCHAR NOT NULL, doc INTEGER NOT NULL, tf_heading INTEGER NOT NULL, tf_text INTEGER NOT NULL, len INTEGER NOT NULL)"
+INDEX_TABLES = f"""
 CREATE TABLE IF NOT EXISTS selection_docs (
     doc INTEGER NOT NULL,
     chunk_id VARCHAR NOT NULL,
@@ -281,13 +282,7 @@ CREATE TABLE IF NOT EXISTS selection_docs (
     len INTEGER NOT NULL,
     lang VARCHAR NOT NULL                  -- the stemmer its words were indexed with (pipelines/languages.py)
 );
-CREATE TABLE IF NOT EXISTS bm25_postings (
-    term VARCHAR NOT NULL,
-    doc INTEGER NOT NULL,
-    tf_heading INTEGER NOT NULL,
-    tf_text INTEGER NOT NULL,
-    len INTEGER NOT NULL
-);
+CREATE TABLE IF NOT EXISTS bm25_postings {POSTINGS_COLUMNS};
 CREATE TABLE IF NOT EXISTS bm25_terms (
     term VARCHAR NOT NULL,
     df INTEGER NOT NULL

@@ -354,14 +354,44 @@ def rebuild(conn: duckdb.DuckDBPyConnection) -> None:
     In slices of ``REBUILD_SLICE_CHUNKS`` chunks, so its memory does not grow with the corpus."""
     for statement in CLEAR_INDEX:
         conn.execute(statement)
-    for piece in url_slices(conn, REBUILD_SLICE_CHUNKS):
+    pieces = url_slices(conn, REBUILD_SLICE_CHUNKS)
+    for piece in pieces:
         index_pages(conn, piece)
+    if len(pieces) > 1:
+        sort_postings(conn)
     # The slices appended their new terms in slice order: rewritten in term order (a vocabulary, not postings).
     conn.execute("CREATE OR REPLACE TEMP TABLE sorted_terms AS SELECT * FROM bm25_terms ORDER BY term")
     conn.execute("DELETE FROM bm25_terms")
     conn.execute("INSERT INTO bm25_terms SELECT * FROM temp.sorted_terms")
     conn.execute("DROP TABLE temp.sorted_terms")
     vectors.rebuild_all(conn)
+
+
+# Postings per piece when a full build rewrites them in one term order (sort_postings): the sort's memory.
+SORT_PIECE_POSTINGS = 10_000_000
+
+
+def sort_postings(conn: duckdb.DuckDBPyConnection, piece: int = SORT_PIECE_POSTINGS) -> None:
+    """Rewrite bm25_postings in (term, doc) order, in term ranges of about ``piece`` rows each.
+
+    Each slice of a full build sorts its own postings, so a term's rows lay in one run per slice and a
+    question scanned row groups of every slice (at 1,000,000 chunks 73 against 56 ms CPU per question,
+    BENCHMARKS.md). Ranges come from the document frequencies (a term's df is its number of postings), and
+    the slices' runs make each range's rows a few contiguous stretches, so every pass reads little else.
+    """
+    starts, held = [], piece
+    for term, df in conn.execute("SELECT term, df FROM bm25_terms WHERE df > 0 ORDER BY term").fetchall():
+        if held >= piece:
+            starts.append(term)
+            held = 0
+        held += df
+    conn.execute(f"CREATE OR REPLACE TABLE bm25_postings_sorted {schema.POSTINGS_COLUMNS}")
+    for i in range(max(1, len(starts))):  # open-ended at both ends: every row is copied, counted or not
+        conn.execute("INSERT INTO bm25_postings_sorted SELECT * FROM bm25_postings WHERE ($low IS NULL OR term >= $low) "
+                     "AND ($high IS NULL OR term < $high) ORDER BY term, doc",
+                     {"low": starts[i] if i > 0 else None, "high": starts[i + 1] if i + 1 < len(starts) else None})
+    conn.execute("DROP TABLE bm25_postings")
+    conn.execute("ALTER TABLE bm25_postings_sorted RENAME TO bm25_postings")
 
 
 def recount_statistics(conn: duckdb.DuckDBPyConnection) -> None:

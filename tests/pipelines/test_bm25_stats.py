@@ -114,11 +114,21 @@ def test_bm25_ranks_as_when_it_counted_the_statistics_per_question(tmp_path: Pat
     assert any(len({s for _, s in r}) < len(r) for r in now.values())
 
 
-def test_a_full_build_counts_the_statistics_as_page_writes_do(tmp_path: Path) -> None:
+def test_a_full_build_counts_the_statistics_as_page_writes_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Several slices, and their postings rewritten in several term ranges, as at a million chunks.
+    monkeypatch.setattr(search_index, "REBUILD_SLICE_CHUNKS", 5)
+    monkeypatch.setattr(search_index, "SORT_PIECE_POSTINGS", 40)
     with RunStore.open(tmp_path / "f.duckdb") as store:
         crawl_randomly(store, 6)
         incremental = rankings(store, None)
+        postings = "SELECT p.term, s.chunk_id, p.tf_heading, p.tf_text, p.len FROM bm25_postings p JOIN selection_docs s USING (doc)"
+        before = sorted(store.conn.execute(postings).fetchall())
         store.rebuild_fts()
+        assert sorted(store.conn.execute(postings).fetchall()) == before
+        # Stored in one (term, doc) order across the slices: a question's rows in one run.
+        store.conn.execute("SET threads = 1")
+        stored_order = store.conn.execute("SELECT term, doc FROM bm25_postings").fetchall()
+        assert stored_order == sorted(stored_order) and len({t for t, _ in stored_order}) > 10
         assert stored(store.conn) == recounted(store.conn)
         # A full build drops the terms whose last doc left, and writes them in term order.
         assert store.conn.execute("SELECT count(*) FROM bm25_terms WHERE df = 0").fetchone() == (0,)
