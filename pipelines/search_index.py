@@ -454,13 +454,19 @@ def bm25_rank(conn: duckdb.DuckDBPyConnection, question: str, scope: Sequence[st
     Unscoped, the common terms' postings are summed only for docs holding a rarer term when that is proven
     to give the same rows (``_pruned_rank``). Raises duckdb.CatalogException when the index tables are missing.
     """
-    lang = question_stemmer(conn, question)
+    stats = conn.execute("SELECT lang, docs FROM bm25_stats WHERE docs > 0 ORDER BY 1").fetchall()
+    lang = languages.question_stemmer(question, [name for name, _ in stats])
     params = {"pool": pool, "k1": k1, "b": b, "heading_weight": heading_weight}
-    if scope is None and k1 >= 0 and 0 <= b <= 1 and heading_weight >= 0:
+    if scope is None and sum(n for _, n in stats) >= PRUNE_MIN_DOCS and k1 >= 0 and 0 <= b <= 1 and heading_weight >= 0:
         rows = _pruned_rank(conn, conn.execute(BM25_TERMS_SQL, {"q": question, "lang": lang}).fetchall(), params)
         if rows is not None:
             return rows
     return conn.execute(BM25_SQL, {"q": question, "urls": scope, "lang": lang, **params}).fetchall()
+
+
+# Below this many docs pruning costs more than it saves: its own query for the terms, and the fixed cost of a
+# second query, against fewer postings to sum (100,000 chunks: 21.8 against 17.6 ms CPU per question).
+PRUNE_MIN_DOCS = 300_000
 
 
 # MaxScore: a term adds at most idf × (k1 + 1) to a doc's score (tf·(k1 + 1) / (tf + K) < k1 + 1 for K ≥ 0, that

@@ -155,9 +155,11 @@ def test_a_database_of_schema_10_gets_its_statistics_counted_without_a_full_buil
             str(schema.SCHEMA_VERSION),)
 
 
-def test_pruned_bm25_returns_exactly_the_full_rows_and_prunes_often(tmp_path: Path) -> None:
+def test_pruned_bm25_returns_exactly_the_full_rows_and_prunes_often(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Questions mixing rare and common words, pools cut inside ties: the pruned ranking (MaxScore) equals
     BM25_SQL's rows, scores included, whether its bound held at the first try, the second, or not at all."""
+    monkeypatch.setattr(search_index, "PRUNE_MIN_DOCS", 1)  # pruned from the first doc on (a million in the product)
     rng = random.Random(11)
     vocab = [f"w{i}" for i in range(40)]
     with RunStore.open(tmp_path / "p.duckdb") as store:
@@ -192,3 +194,19 @@ def test_pruned_bm25_returns_exactly_the_full_rows_and_prunes_often(tmp_path: Pa
             paths.append("".join(queries))
     # Not vacuous: answered pruned at the first try, at the second, and by the full query after a failed bound.
     assert paths.count("p") > 10 and "pp" in paths and any(p.startswith("p") and p.endswith("f") for p in paths), paths
+
+
+def test_small_indexes_rank_without_pruning(tmp_path: Path) -> None:
+    with RunStore.open(tmp_path / "small.duckdb") as store:
+        crawl_randomly(store, 9)
+        store.load_fts()
+        queries: list[str] = []
+
+        class Recording:
+            def execute(self, sql: str, params: Any = None) -> Any:
+                queries.append(sql)
+                return store.conn.execute(sql, params)
+
+        search_index.bm25_rank(Recording(), "widget server port", None, pool=1, k1=1.2, b=0.5,  # type: ignore[arg-type]
+                               heading_weight=3.0)
+    assert search_index.BM25_SQL in queries and search_index.BM25_PRUNED_SQL not in queries
