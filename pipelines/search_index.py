@@ -371,14 +371,15 @@ def rebuild(conn: duckdb.DuckDBPyConnection) -> None:
 SORT_PIECE_POSTINGS = 10_000_000
 
 
-def sort_postings(conn: duckdb.DuckDBPyConnection, piece: int = SORT_PIECE_POSTINGS) -> None:
-    """Rewrite bm25_postings in (term, doc) order, in term ranges of about ``piece`` rows each.
+def sort_postings(conn: duckdb.DuckDBPyConnection) -> None:
+    """Rewrite bm25_postings in (term, doc) order, in term ranges of about SORT_PIECE_POSTINGS rows each.
 
     Each slice of a full build sorts its own postings, so a term's rows lay in one run per slice and a
-    question scanned row groups of every slice (at 1,000,000 chunks 73 against 56 ms CPU per question,
-    BENCHMARKS.md). Ranges come from the document frequencies (a term's df is its number of postings), and
-    the slices' runs make each range's rows a few contiguous stretches, so every pass reads little else.
+    question scanned row groups of every slice (BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
+    Ranges come from the document frequencies (a term's df is its number of postings), and the slices'
+    runs make each range's rows a few contiguous stretches, so every pass reads little else.
     """
+    piece = SORT_PIECE_POSTINGS
     starts, held = [], piece
     for term, df in conn.execute("SELECT term, df FROM bm25_terms WHERE df > 0 ORDER BY term").fetchall():
         if held >= piece:
@@ -465,7 +466,7 @@ def bm25_rank(conn: duckdb.DuckDBPyConnection, question: str, scope: Sequence[st
 
 
 # Below this many docs pruning costs more than it saves: its own query for the terms, and the fixed cost of a
-# second query, against fewer postings to sum (100,000 chunks: 21.8 against 17.6 ms CPU per question).
+# second query, against fewer postings to sum (BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
 PRUNE_MIN_DOCS = 300_000
 
 
