@@ -437,17 +437,6 @@ def keyword_rank(conn: duckdb.DuckDBPyConnection, keywords: Sequence[str], scope
     ).fetchall()
 
 
-def indexed_stemmers(conn: duckdb.DuckDBPyConnection) -> list[str]:
-    """The stemmers the indexed chunks were indexed with (one per language of the pages)."""
-    return [r[0] for r in conn.execute("SELECT lang FROM bm25_stats WHERE docs > 0 ORDER BY 1").fetchall()]
-
-
-def question_stemmer(conn: duckdb.DuckDBPyConnection, question: str) -> str:
-    """The stemmer a question is stemmed with: its language among those of the indexed pages
-    (pipelines/languages.py question_stemmer); English when the index holds only English."""
-    return languages.question_stemmer(question, indexed_stemmers(conn))
-
-
 def bm25_rank(conn: duckdb.DuckDBPyConnection, question: str, scope: Sequence[str] | None, *, pool: int,
               k1: float, b: float, heading_weight: float) -> list[tuple[Any, ...]]:
     """BM25_SQL's rows, best first: (chunk_id, url, heading_path, text, token_estimate, score, ordinal).
@@ -455,6 +444,8 @@ def bm25_rank(conn: duckdb.DuckDBPyConnection, question: str, scope: Sequence[st
     Unscoped, the common terms' postings are summed only for docs holding a rarer term when that is proven
     to give the same rows (``_pruned_rank``). Raises duckdb.CatalogException when the index tables are missing.
     """
+    # The stemmers the indexed chunks were indexed with, and their docs: the question is stemmed in its language
+    # among them (pipelines/languages.py question_stemmer; English when the index holds only English).
     stats = conn.execute("SELECT lang, docs FROM bm25_stats WHERE docs > 0 ORDER BY 1").fetchall()
     lang = languages.question_stemmer(question, [name for name, _ in stats])
     params = {"pool": pool, "k1": k1, "b": b, "heading_weight": heading_weight}
