@@ -60,8 +60,9 @@ GOALS_MS = {"bm25": 50.0, "hybrid": 150.0}
 _VECTOR_SQL = f"list_transform(range({DIMS}), i -> ((hash(%s, i) %% 20000)::FLOAT / 10000 - 1))"
 
 
-def build(source: Path, target: Path, size: int) -> None:
-    """Child process: the bench database with ``size`` chunks, vectors and the BM25 index."""
+def build(source: Path, target: Path, size: int, *, index: bool = True) -> None:
+    """Child process: the bench database with ``size`` chunks, vectors and the BM25 index (``index`` False:
+    without any index, for bench_vectors_scale.py's own index build)."""
     from jobs.select import Selector
     from pipelines.store import Store
     from pipelines.vectors import add_windows, embed_key
@@ -122,7 +123,8 @@ def build(source: Path, target: Path, size: int) -> None:
         # limit is 80% of RAM, on a machine others share): past the limit DuckDB spills to disk.
         if os.environ.get("BENCH_MEMORY_LIMIT"):
             conn.execute(f"SET memory_limit = '{os.environ['BENCH_MEMORY_LIMIT']}'")
-        store.rebuild_fts()
+        if index:
+            store.rebuild_fts()
         figures["rebuild_fts_s"] = time.perf_counter() - t2
         conn.execute("DETACH src")
         figures["chunks"] = store.count_chunks()
@@ -891,13 +893,15 @@ def main() -> None:
     parser.add_argument("--vectors-one", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--recrawl-one", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--build", nargs=3, metavar=("SOURCE", "TARGET", "SIZE"), help=argparse.SUPPRESS)
+    parser.add_argument("--no-index", action="store_true",
+                        help="with --build SOURCE TARGET SIZE: chunks, windows and vectors only, no index")
     parser.add_argument("--query", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--profile-one", nargs=3, metavar=("DB", "METHOD", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     common.stop_cleanly_on_sigterm()
     methods = [m for m in args.methods.split(",") if m]
     if args.build:
-        build(Path(args.build[0]), Path(args.build[1]), int(args.build[2]))
+        build(Path(args.build[0]), Path(args.build[1]), int(args.build[2]), index=not args.no_index)
         return
     approximate = {"auto": None, "on": True, "off": False}[args.approximate]
     if args.query:
