@@ -28,9 +28,8 @@ from pipelines.vectors import embed_key
 log = logging.getLogger(__name__)
 
 DEFAULT_DB = defaults.DB
-# DuckDB's memory limit during a full index build (Store.rebuild_fts): past it DuckDB evicts cached blocks and
-# spills. Without it a build at a million chunks grew to 13.1 GiB of cache (BENCHMARKS.md, "Selection latency
-# at 1,000,000 chunks").
+# DuckDB's memory limit during a full index build: without it a build at a million chunks grew to 13.1 GiB of
+# cached blocks (BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
 INDEX_BUILD_MEMORY_LIMIT = "2GB"
 
 
