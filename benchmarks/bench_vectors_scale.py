@@ -29,7 +29,7 @@ def _mib(field: str) -> int:
     return round(_vm_kib(field) / 1024)
 
 
-def first_question(db: Path, approximate: str) -> None:
+def first_question(db: Path, approximate: str, limit: str | None) -> None:
     """The first question's own costs: the look for windows without vectors (Selector.embed_missing over the
     whole database, which finds none on a built bench database), then one embedding selection."""
     from jobs.select import Selector
@@ -39,6 +39,8 @@ def first_question(db: Path, approximate: str) -> None:
     with Store.open(db) as store:
         question = "How do I read a file line by line?"
         vector = store.conn.execute(f"SELECT {_VECTOR_SQL % '$q'}", {"q": "question " + question}).fetchone()[0]
+        if limit:  # DuckDB's own bound on its cache (default: 80% of the machine's memory)
+            store.conn.execute(f"SET memory_limit = '{limit}'")
         selector = Selector(store.conn, embedder=PrecomputedEmbedder({question: vector}), embedding_model=MODEL,
                             approximate={"on": True, "off": False}[approximate])
         out["rss_before_mib"] = _mib("VmRSS")
@@ -154,6 +156,7 @@ def main() -> None:
     first = sub.add_parser("first-question", help="peak memory and time of the first question's look-up")
     first.add_argument("db", type=Path)
     first.add_argument("--approximate", choices=("on", "off"), default="off")
+    first.add_argument("--memory-limit", help="DuckDB's memory limit (default: DuckDB's, 80%% of the machine's memory)")
     build = sub.add_parser("index-build", help="peak memory and time of the embedding index's full build")
     build.add_argument("db", type=Path)
     build.add_argument("--no-checkpoint", action="store_true", help="leave the checkpoint to the close (before)")
@@ -165,7 +168,7 @@ def main() -> None:
     rec.add_argument("--rescore", default="1000", help="windows re-scored exactly, comma-separated")
     args = parser.parse_args()
     if args.command == "first-question":
-        first_question(args.db, args.approximate)
+        first_question(args.db, args.approximate, args.memory_limit)
     elif args.command == "recall":
         recall(args.db, args.real_vectors, args.questions, [int(k) for k in args.rescore.split(",") if k])
     elif args.command == "index-build":
