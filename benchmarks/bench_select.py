@@ -60,8 +60,10 @@ GOALS_MS = {"bm25": 50.0, "hybrid": 150.0}
 _VECTOR_SQL = f"list_transform(range({DIMS}), i -> ((hash(%s, i) %% 20000)::FLOAT / 10000 - 1))"
 
 
-def build(source: Path, target: Path, size: int) -> None:
-    """Child process: the bench database with ``size`` chunks, vectors and the BM25 index."""
+def build(source: Path, target: Path, size: int, *, index: bool = True, real: Path | None = None) -> None:
+    """Child process: the bench database with ``size`` chunks, vectors and the BM25 index (``index`` False:
+    without any index, for bench_vectors_scale.py's own index build; ``real``: a database of real vectors,
+    see _insert_real_vectors)."""
     from jobs.select import Selector
     from pipelines.store import Store
     from pipelines.vectors import add_windows, embed_key
@@ -115,7 +117,9 @@ def build(source: Path, target: Path, size: int) -> None:
         # vector per window, as Selector.embed_missing would store them.
         if not vectored:
             _add_windows_bulk(conn)
-        conn.execute("SELECT $model" if vectored else
+        if real is not None and not vectored:
+            _insert_real_vectors(conn, real)
+        conn.execute("SELECT $model" if vectored or real is not None else
             f"INSERT INTO embeddings SELECT $model, window_key, {DIMS}, {_VECTOR_SQL % 'window_key'} "
             "FROM (SELECT DISTINCT window_key FROM chunk_windows)",
             {"model": MODEL},
@@ -126,7 +130,8 @@ def build(source: Path, target: Path, size: int) -> None:
         # limit is 80% of RAM, on a machine others share): past the limit DuckDB spills to disk.
         if os.environ.get("BENCH_MEMORY_LIMIT"):
             conn.execute(f"SET memory_limit = '{os.environ['BENCH_MEMORY_LIMIT']}'")
-        store.rebuild_fts()
+        if index:
+            store.rebuild_fts()
         figures["rebuild_fts_s"] = time.perf_counter() - t2
         conn.execute("DETACH src")
         figures["chunks"] = store.count_chunks()
@@ -138,6 +143,36 @@ def build(source: Path, target: Path, size: int) -> None:
     figures["total_s"] = time.perf_counter() - t0
     figures["db_mib"] = round(target.stat().st_size / 2**20, 1)
     print(json.dumps(figures))
+
+
+# The real model's vectors a --real-vectors build perturbs, and the noise: a uniform value in [-1, 1) per
+# dimension times a scale drawn per window in [REAL_NOISE_LOW, REAL_NOISE_LOW + REAL_NOISE_SPREAD): a copy's
+# cosine to its real vector is then about 0.95 down to 0.70.
+REAL_MODEL = "all-minilm"
+REAL_NOISE_LOW, REAL_NOISE_SPREAD = 0.03, 0.06
+# A window's noise scale, and the noise of dimension i, hashed from its key (deterministic).
+_REAL_SCALE_SQL = f"({REAL_NOISE_LOW} + {REAL_NOISE_SPREAD} * (hash(%s, -1) %% 10000)::FLOAT / 10000)"
+_NOISE_SQL = "((hash(%s, i) %% 20000)::FLOAT / 10000 - 1)"
+
+
+def _insert_real_vectors(conn: Any, real: Path) -> None:
+    """Every window's vector: a real all-minilm vector of the database ``real`` (chosen by the window key's
+    hash), plus noise, so that neighbours exist as in a real corpus (copies of a page embed alike; a random
+    vector has no neighbours). Normalised later, as every vector is (unit_vectors_<dims>)."""
+    conn.execute(f"ATTACH '{real}' AS realdb (READ_ONLY)")
+    conn.execute("CREATE OR REPLACE TEMP TABLE real_vectors AS SELECT (row_number() OVER (ORDER BY embed_key) - 1) "
+                 f"AS i, vector::FLOAT[{DIMS}] AS v FROM realdb.embeddings WHERE model = $m AND dims = {DIMS}",
+                 {"m": REAL_MODEL})
+    count = conn.execute("SELECT count(*) FROM real_vectors").fetchone()[0]
+    if not count:
+        raise SystemExit(f"{real}: no {REAL_MODEL} vectors of {DIMS} dimensions")
+    noise = _NOISE_SQL % "w.window_key"
+    conn.execute(
+        f"INSERT INTO embeddings SELECT $model, w.window_key, {DIMS}, list_transform(range({DIMS}), i -> "
+        f"r.v[i + 1] + {_REAL_SCALE_SQL % 'w.window_key'} * {noise}) FROM (SELECT window_key, "
+        f"hash(window_key) % {count} AS i FROM (SELECT DISTINCT window_key FROM chunk_windows)) w "
+        "JOIN real_vectors r USING (i)", {"model": MODEL})
+    conn.execute("DETACH realdb")
 
 
 def _add_windows_bulk(conn: Any) -> None:
@@ -903,13 +938,17 @@ def main() -> None:
     parser.add_argument("--vectors-one", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--recrawl-one", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--build", nargs=3, metavar=("SOURCE", "TARGET", "SIZE"), help=argparse.SUPPRESS)
+    parser.add_argument("--real-vectors", type=Path,
+                        help="with --build: each window's vector a real all-minilm vector of this database plus noise")
+    parser.add_argument("--no-index", action="store_true",
+                        help="with --build SOURCE TARGET SIZE: chunks, windows and vectors only, no index")
     parser.add_argument("--query", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--profile-one", nargs=3, metavar=("DB", "METHOD", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     common.stop_cleanly_on_sigterm()
     methods = [m for m in args.methods.split(",") if m]
     if args.build:
-        build(Path(args.build[0]), Path(args.build[1]), int(args.build[2]))
+        build(Path(args.build[0]), Path(args.build[1]), int(args.build[2]), index=not args.no_index, real=args.real_vectors)
         return
     approximate = {"auto": None, "on": True, "off": False}[args.approximate]
     if args.query:

@@ -190,7 +190,8 @@ class Selector:
     ) -> None:
         self.rm3 = rm3
         # The codes' first stage: None by corpus size (APPROXIMATE_MIN_WINDOWS), True always, False never (the
-        # default: its loss at a million windows is measured on random vectors only, `selection.approximate`).
+        # default: its loss at a million windows is measured on random and perturbed real vectors only,
+        # `selection.approximate`).
         self.approximate = approximate
         self._codes = vector_codes.CodeCache()
         self.conn = conn

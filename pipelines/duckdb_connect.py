@@ -86,6 +86,25 @@ def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
             raise
 
 
+@contextmanager
+def memory_limit(conn: duckdb.DuckDBPyConnection, limit: str) -> Iterator[None]:
+    """DuckDB's memory_limit set to ``limit`` (e.g. '2GB') for the block, then put back as it was.
+
+    DuckDB keeps the blocks it reads and writes cached up to its limit, 80% of the machine's memory by default:
+    a build over a large database otherwise grows to most of the machine, whatever its slices or transactions.
+    """
+    setting = "SELECT current_setting('memory_limit')"
+    previous = conn.execute(setting).fetchone()[0]  # type: ignore[index]
+    conn.execute(f"SET memory_limit = '{limit}'")
+    try:
+        yield
+    finally:
+        # DuckDB shows the limit rounded ('2.7 GiB'): the default is put back exactly, another one to 0.1 GiB.
+        conn.execute("RESET memory_limit")
+        if conn.execute(setting).fetchone()[0] != previous:  # type: ignore[index]
+            conn.execute(f"SET memory_limit = '{previous}'")
+
+
 def _rollback(conn: duckdb.DuckDBPyConnection) -> None:
     try:
         conn.execute("ROLLBACK")

@@ -19,7 +19,7 @@ import duckdb
 from pipelines.errors import StoreError
 from pipelines import defaults, duplicates, schema, search_index, vectors
 from pipelines.chunk import Chunk
-from pipelines.duckdb_connect import connect, set_threads, transaction
+from pipelines.duckdb_connect import connect, memory_limit, set_threads, transaction
 from pipelines.items import dropped_reason
 from pipelines.store_records import (CRAWL_COUNT_COLUMNS, PAGE_COLUMNS, PageBatch, PageRecord, Validators, bind_columns,
                                      compress_html, decompress_html, group_links, utcnow)
@@ -28,6 +28,9 @@ from pipelines.vectors import embed_key
 log = logging.getLogger(__name__)
 
 DEFAULT_DB = defaults.DB
+# DuckDB's memory limit during a full index build: without it a build at a million chunks grew to 13.1 GiB of
+# cached blocks (BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
+INDEX_BUILD_MEMORY_LIMIT = "2GB"
 
 
 class Store:
@@ -123,12 +126,15 @@ class Store:
         older version). Pages written since keep it current on their own (``index_pages``).
 
         One transaction: docs are renumbered, and vectors keyed by the old numbers must never survive a
-        rebuild killed halfway.
+        rebuild killed halfway. DuckDB's memory is bounded by ``INDEX_BUILD_MEMORY_LIMIT`` meanwhile.
         """
-        with self.transaction():
-            self.load_fts()
-            search_index.rebuild(self.conn)
-            self._set_index_format()
+        with memory_limit(self.conn, INDEX_BUILD_MEMORY_LIMIT):
+            with self.transaction():
+                self.load_fts()
+                search_index.rebuild(self.conn)
+                self._set_index_format()
+            # Written to the file now, under the same limit: left to the close, the checkpoint ran without it.
+            self.conn.execute("CHECKPOINT")
 
     reindex = rebuild_fts
 

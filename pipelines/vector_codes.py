@@ -4,13 +4,14 @@ Every row of ``unit_vectors_<dims>`` has a twin in ``vector_codes_<dims>``: its 
 per dimension, padded to whole 64-bit words) and its unit vector as raw float32 bytes (``vector``). A
 question is scanned by Hamming distance between its own sign bits and every code (popcount of xor, in
 numpy, over codes held in memory: 80 MB at a million chunks), the ``WIDE_WINDOWS`` nearest are ranked again
-by the question's floats against their bits, the best ``RESCORE_WINDOWS`` are fetched by row id and
+by the question's floats against their bits, the best ``RESCORE_WINDOWS`` are fetched by key (``id``) and
 re-scored exactly (their dot product with the question), and the chunks ranked by their best window as the
 exact scan ranks them.
 
 Why this shape (figures: BENCHMARKS.md, "Selection latency at 1,000,000 chunks"): the exact scan reads
 every float of every window per question; DuckDB's bit_count loops over bits, and fetching a few hundred
-FLOAT[N] rows by key costs about as much as scanning them all, BLOBs by row id less (still ~90 ms at 1M).
+FLOAT[N] rows by doc costs about as much as scanning them all, BLOBs by row id less (still ~90 ms at 1M: a
+scan), BLOBs by an indexed key a lookup per row.
 
 Deterministic: windows tied on distance are taken in (doc, part) order, and the re-score breaks ties by
 url, ordinal and part as the exact scan does. The table is kept in step with ``unit_vectors_<dims>`` by
@@ -57,19 +58,27 @@ def encode(vectors: np.ndarray) -> np.ndarray:
     return np.packbits(bits, axis=1).view(np.uint64).reshape(n, code_words(dims))
 
 
-def hamming(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Bits differing between each code (n × words uint64) and the query's code (words)."""
-    return np.bitwise_count(codes ^ query).sum(axis=1, dtype=np.int32)
+def hamming(columns: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Bits differing between each code and the query's code (words uint64). The codes are held by word
+    (``columns``: words × n, each word's row contiguous): a word at a time over contiguous memory took a quarter
+    of the time of whole codes at once (BENCHMARKS.md, "Selection latency at 1,000,000 chunks")."""
+    distances = np.bitwise_count(columns[0] ^ query[0]).astype(np.uint16)
+    for word in range(1, len(columns)):
+        distances += np.bitwise_count(columns[word] ^ query[word])
+    return distances
 
 
 def nearest(distances: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the ``k`` smallest distances, ties by position, in that order (deterministic)."""
+    """Positions of the ``k`` smallest distances (small non-negative integers), ties by position, in that order
+    (deterministic): every position below the k-th smallest distance, then the first ones at it."""
     if len(distances) <= k:
         return np.lexsort((np.arange(len(distances)), distances))
-    # Positions are unique, so the composite key is too: argpartition's choice among ties cannot vary.
-    key = distances.astype(np.int64) << 32 | np.arange(len(distances), dtype=np.int64)
-    part = np.argpartition(key, k - 1)[:k]
-    return part[np.argsort(key[part])]
+    below = np.cumsum(np.bincount(distances))
+    cut = int(np.searchsorted(below, k))  # the k-th smallest distance
+    inside = np.flatnonzero(distances < cut)
+    tied = np.flatnonzero(distances == cut)[: k - len(inside)]
+    picked = np.concatenate((inside, tied))
+    return picked[np.lexsort((picked, distances[picked]))]
 
 
 # Each byte value's 8 bits as ±1, most significant first (np.packbits' order).
@@ -86,22 +95,36 @@ def asymmetric(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
     return table[octets, np.arange(dims // 8)].sum(axis=1, dtype=np.float32)
 
 
-def first_stage(codes: np.ndarray, query: np.ndarray, windows: int, wide: int) -> np.ndarray:
-    """Positions of the ``windows`` best codes for the unit ``query``: the ``wide`` nearest by Hamming distance,
-    then by asymmetric score; ties by position (deterministic)."""
-    near = nearest(hamming(codes, encode(query[None, :])[0]), wide)
-    if len(near) <= windows and len(near) == len(codes):
+def first_stage(columns: np.ndarray, query: np.ndarray, windows: int, wide: int) -> np.ndarray:
+    """Positions of the ``windows`` best codes (``columns``: words × n, see hamming) for the unit ``query``: the
+    ``wide`` nearest by Hamming distance, then by asymmetric score; ties by position (deterministic)."""
+    near = nearest(hamming(columns, encode(query[None, :])[0]), wide)
+    if len(near) <= windows and len(near) == columns.shape[1]:
         return np.sort(near)
-    scores = asymmetric(codes[near], query)
+    scores = asymmetric(np.ascontiguousarray(columns[:, near].T), query)
     return near[np.lexsort((near, -scores))[:windows]]
 
 
 # -- the table, kept in step with unit_vectors_<dims> ------------------------------------------------------
 
 def _ddl(dims: int) -> str:
-    return (f"CREATE TABLE IF NOT EXISTS {codes_table(dims)} (model VARCHAR, doc INTEGER NOT NULL, "
-            "url VARCHAR NOT NULL, ordinal INTEGER NOT NULL, part INTEGER NOT NULL, code BLOB NOT NULL, "
-            "vector BLOB NOT NULL)")
+    # ``id`` is the key the scan fetches its candidates by: a key in an index is fetched row by row, where a
+    # list of row ids is a scan of the whole table (BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
+    table = codes_table(dims)
+    return (f"CREATE SEQUENCE IF NOT EXISTS {table}_ids; CREATE TABLE IF NOT EXISTS {table} (id BIGINT PRIMARY KEY "
+            f"DEFAULT nextval('{table}_ids'), model VARCHAR, doc INTEGER NOT NULL, url VARCHAR NOT NULL, "
+            "ordinal INTEGER NOT NULL, part INTEGER NOT NULL, code BLOB NOT NULL, vector BLOB NOT NULL)")
+
+
+def _present(conn: duckdb.DuckDBPyConnection, dims: int) -> bool:
+    """Whether the codes table exists with its keys; one from before them (no ``id``) is dropped, so that the
+    first approximate question builds it again."""
+    columns = {name for (name,) in conn.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ?",
+        [codes_table(dims)]).fetchall()}
+    if columns and "id" not in columns:
+        drop(conn, dims)
+    return "id" in columns
 
 
 def _missing_sql(dims: int, where: str) -> str:
@@ -119,7 +142,7 @@ def _insert(conn: duckdb.DuckDBPyConnection, dims: int, rows: dict[str, np.ndarr
         "part": rows["part"], "code": np.array([c.tobytes() for c in codes], dtype=object),
         "vector": np.array([v.tobytes() for v in matrix], dtype=object),
     }
-    conn.execute(f"INSERT INTO {codes_table(dims)} SELECT * FROM batch")
+    conn.execute(f"INSERT INTO {codes_table(dims)} (model, doc, url, ordinal, part, code, vector) SELECT * FROM batch")
 
 
 def sync(conn: duckdb.DuckDBPyConnection, dims: int, where: str = "TRUE", params: dict[str, Any] | None = None,
@@ -128,7 +151,7 @@ def sync(conn: duckdb.DuckDBPyConnection, dims: int, where: str = "TRUE", params
     ``batched`` (a full build): in doc ranges of ``BUILD_BATCH // 2`` docs, so its memory stays bounded
     (fetchnumpy holds a whole result). Without the table (a database from before the codes) nothing is
     done: a partial table would hide windows from the scan; the first approximate question builds it whole."""
-    if not table_exists(conn, codes_table(dims)):
+    if not _present(conn, dims):
         return 0
     if not batched:
         return _encode_missing(conn, dims, where, params)
@@ -150,13 +173,13 @@ def _encode_missing(conn: duckdb.DuckDBPyConnection, dims: int, where: str, para
 
 def rebuild(conn: duckdb.DuckDBPyConnection, dims: int) -> int:
     """Encode every row of unit_vectors_<dims> afresh (after that table was rebuilt)."""
-    conn.execute(f"DROP TABLE IF EXISTS {codes_table(dims)}")
+    drop(conn, dims)
     conn.execute(_ddl(dims))
     return sync(conn, dims, batched=True)
 
 
 def drop(conn: duckdb.DuckDBPyConnection, dims: int) -> None:
-    conn.execute(f"DROP TABLE IF EXISTS {codes_table(dims)}")
+    conn.execute(f"DROP TABLE IF EXISTS {codes_table(dims)}; DROP SEQUENCE IF EXISTS {codes_table(dims)}_ids")
 
 
 def delete_urls(conn: duckdb.DuckDBPyConnection, dims: int, urls: Sequence[str]) -> None:
@@ -176,9 +199,9 @@ def delete_windows(conn: duckdb.DuckDBPyConnection, dims: int, windows: str, par
 @dataclass
 class _Codes:
     fingerprint: tuple[Any, ...]
-    rowids: np.ndarray  # row ids in the codes table, in (doc, part) order
-    codes: np.ndarray  # n × words uint64, same order
-    docs: np.ndarray  # each row's doc and part, same order: a fetched row id is checked against them
+    rowids: np.ndarray  # keys (``id``) in the codes table, in (doc, part) order
+    codes: np.ndarray  # words × n uint64 (each word's row contiguous: see hamming), same order
+    docs: np.ndarray  # each row's doc and part, same order: a fetched key is checked against them
     parts: np.ndarray
 
 
@@ -189,35 +212,33 @@ class CodeCache:
         self._loaded: dict[tuple[int, str | None], _Codes] = {}
 
     def rows(self, conn: duckdb.DuckDBPyConnection, dims: int) -> int | None:
-        """Rows in the codes table (every model), or None when the table is missing."""
-        if not table_exists(conn, codes_table(dims)):
+        """Rows in the codes table (every model), or None when the table is missing (or from before its keys)."""
+        if not _present(conn, dims):
             return None
         return int(conn.execute(f"SELECT count(*) FROM {codes_table(dims)}").fetchone()[0])  # type: ignore[index]
 
     def get(self, conn: duckdb.DuckDBPyConnection, dims: int, model: str | None, *, reload: bool = False) -> _Codes:
         table = codes_table(dims)
-        # Most changes move the count or the largest row id. Not all: a checkpoint after deletes renumbers row
-        # ids, so k deleted and k inserted rows can give the same pair; rank() checks each fetched row's key.
-        fingerprint = tuple(conn.execute(f"SELECT count(*), max(rowid) FROM {table}").fetchone() or ())
+        # Every change moves the count or the largest key (keys come from a sequence, never reused); rank()
+        # checks each fetched row's (doc, part) all the same.
+        fingerprint = tuple(conn.execute(f"SELECT count(*), max(id) FROM {table}").fetchone() or ())
         loaded = self._loaded.get((dims, model))
         if reload or loaded is None or loaded.fingerprint != fingerprint:
-            rows = conn.execute(f"SELECT rowid, code, doc, part FROM {table} WHERE model IS NOT DISTINCT FROM $model "
+            rows = conn.execute(f"SELECT id, code, doc, part FROM {table} WHERE model IS NOT DISTINCT FROM $model "
                                 "ORDER BY doc, part", {"model": model}).fetchnumpy()
-            codes = np.frombuffer(b"".join(rows["code"]), dtype=np.uint64).reshape(len(rows["code"]), code_words(dims))
-            loaded = _Codes(fingerprint, np.asarray(rows["rowid"], dtype=np.int64), codes,
+            codes = np.ascontiguousarray(np.frombuffer(b"".join(rows["code"]), dtype=np.uint64)
+                                         .reshape(len(rows["code"]), code_words(dims)).T)
+            loaded = _Codes(fingerprint, np.asarray(rows["id"], dtype=np.int64), codes,
                             np.asarray(rows["doc"], dtype=np.int64), np.asarray(rows["part"], dtype=np.int64))
             self._loaded[(dims, model)] = loaded
         return loaded
 
 
-# The pool's chunks with their text, best first, from the re-scored windows (bound as lists).
-_RESULT = """
-WITH top AS (SELECT unnest($docs) AS doc, unnest($urls) AS url, unnest($ordinals) AS ordinal,
-                    unnest($scores) AS score)
-SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score, c.ordinal, $seen
-FROM top JOIN selection_docs s USING (doc) JOIN chunks c ON c.chunk_id = s.chunk_id
-ORDER BY top.score DESC, top.url, top.ordinal
-"""
+# The docs' chunk ids, then the chunks' text, by lists written into the statements: DuckDB looks a literal list of
+# chunk ids up in the chunks' key index, where a join read both tables whole (BENCHMARKS.md, "Selection latency at
+# 1,000,000 chunks").
+_CHUNK_IDS = "SELECT doc, chunk_id FROM selection_docs WHERE doc IN ({docs})"
+_CHUNKS = "SELECT chunk_id, url, heading_path, text, token_estimate, ordinal FROM chunks WHERE chunk_id IN ({ids})"
 
 
 def rank(conn: duckdb.DuckDBPyConnection, cache: CodeCache, vector: Sequence[float], model: str | None, *,
@@ -227,7 +248,7 @@ def rank(conn: duckdb.DuckDBPyConnection, cache: CodeCache, vector: Sequence[flo
     than ``pool`` chunks (the caller scans exactly)."""
     windows = windows or RESCORE_WINDOWS
     query = np.asarray(vector, dtype=np.float32)
-    for reload in (False, True):  # once more from a fresh load when the cached row ids no longer match
+    for reload in (False, True):  # once more from a fresh load when the cached keys no longer match
         loaded = cache.get(conn, len(vector), model, reload=reload)
         order = first_stage(loaded.codes, query, windows, max(windows, WIDE_WINDOWS))
         if not len(order):
@@ -240,14 +261,16 @@ def rank(conn: duckdb.DuckDBPyConnection, cache: CodeCache, vector: Sequence[flo
 
 def _fetch(conn: duckdb.DuckDBPyConnection, loaded: _Codes, order: np.ndarray, model: str | None,
            dims: int) -> dict[str, np.ndarray] | None:
-    """The windows at ``order``'s cached row ids, or None when any row id now holds another window."""
+    """The windows at ``order``'s cached keys, or None when any key now holds another window (or none)."""
     ids = ",".join(str(int(r)) for r in loaded.rowids[order])
-    # Row ids written into the statement: a bound list is joined, which scans the table (BENCHMARKS.md).
-    got = conn.execute(f"SELECT rowid, doc, url, ordinal, part, vector FROM {codes_table(dims)} WHERE rowid IN "
-                       f"({ids}) AND model IS NOT DISTINCT FROM $model", {"model": model}).fetchnumpy()
-    expected = {int(r): (int(d), int(p)) for r, d, p in zip(loaded.rowids[order], loaded.docs[order],
-                                                          loaded.parts[order], strict=True)}
-    found = {int(r): (int(d), int(p)) for r, d, p in zip(got["rowid"], got["doc"], got["part"], strict=True)}
+    # Keys written into the statement, and no other condition: DuckDB then looks them up in the key's index; a
+    # bound list is joined and another condition (the model's) makes it scan the table (BENCHMARKS.md).
+    got = conn.execute(f"SELECT id, doc, url, ordinal, part, model, vector FROM {codes_table(dims)} WHERE id IN "
+                       f"({ids})").fetchnumpy()
+    expected = {int(r): (int(d), int(p), model) for r, d, p in zip(loaded.rowids[order], loaded.docs[order],
+                                                                 loaded.parts[order], strict=True)}
+    found = {int(r): (int(d), int(p), m) for r, d, p, m in zip(got["id"], got["doc"], got["part"], got["model"],
+                                                             strict=True)}
     return got if found == expected else None
 
 
@@ -267,7 +290,21 @@ def _pool(conn: duckdb.DuckDBPyConnection, got: dict[str, np.ndarray], query: np
                 break
     if len(best) < pool and len(order) == windows:
         return None
-    docs = list(best)
-    params = {"docs": docs, "urls": [best[d][1] for d in docs], "ordinals": [best[d][2] for d in docs],
-              "scores": [best[d][0] for d in docs], "seen": len(order)}
-    return conn.execute(_RESULT, params).fetchall()
+    return _chunks(conn, best, len(order))
+
+
+def _chunks(conn: duckdb.DuckDBPyConnection, best: dict[int, tuple[float, str, int]], seen: int) -> list[tuple[Any, ...]]:
+    """The chunks of the docs ``best`` (doc → score, url, ordinal; best first), as pipelines.vectors.rank returns
+    them: (chunk_id, url, heading_path, text, token_estimate, score, ordinal, ``seen``)."""
+    if not best:
+        return []
+    chunk_ids = dict(conn.execute(_CHUNK_IDS.format(docs=",".join(str(int(d)) for d in best))).fetchall())
+    quoted = ",".join("'" + str(c).replace("'", "''") + "'" for c in chunk_ids.values())
+    chunks = {row[0]: row for row in conn.execute(_CHUNKS.format(ids=quoted)).fetchall()} if chunk_ids else {}
+    rows = []
+    for doc, (score, _url, _ordinal) in best.items():
+        chunk = chunks.get(chunk_ids.get(doc))
+        if chunk is not None:  # as the join did: a doc without its chunk is left out
+            chunk_id, url, heading, text, tokens, ordinal = chunk
+            rows.append((chunk_id, url, heading, text, tokens, score, ordinal, seen))
+    return rows

@@ -269,14 +269,21 @@ _SCOPE = "($urls IS NULL OR list_contains($urls, url))"
 
 def add_windows(conn: duckdb.DuckDBPyConnection, scope: Sequence[str] | None) -> list[str]:
     """Record the windows of chunks in scope that have none under the current scheme; their keys."""
+    params = {"urls": scope, "scheme": EMBED_SCHEME}
+    # Keys first, texts only of the chunks without windows: joined with every chunk's text, the look-up held
+    # the texts of a million chunks when none was missing (BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
+    keys = [key for (key,) in conn.execute(
+        f"SELECT DISTINCT embed_key FROM chunks WHERE {_SCOPE} AND embed_key NOT IN "
+        "(SELECT embed_key FROM chunk_windows WHERE scheme = $scheme)", params).fetchall()]
+    if not keys:
+        return []
     chunks = conn.execute(
         f"""
         SELECT embed_key, any_value(heading_path), any_value(text) FROM chunks
-        WHERE {_SCOPE}
-          AND embed_key NOT IN (SELECT embed_key FROM chunk_windows WHERE scheme = $scheme)
+        WHERE {_SCOPE} AND embed_key IN (SELECT unnest($keys))
         GROUP BY embed_key ORDER BY embed_key
         """,
-        {"urls": scope, "scheme": EMBED_SCHEME},
+        {"urls": scope, "keys": keys},
     ).fetchall()
     rows = [
         (key, EMBED_SCHEME, index, text_key(window))
@@ -288,20 +295,33 @@ def add_windows(conn: duckdb.DuckDBPyConnection, scope: Sequence[str] | None) ->
     return sorted({key for _chunk, _scheme, _part, key in rows})
 
 
+# The window keys (of ``$scheme``) of the chunks in scope without a vector for ``$model``: keys only, so that the
+# look-up holds no text (the texts are read for these keys alone, usually none).
+_MISSING_WINDOW_KEYS = f"""
+SELECT DISTINCT w.window_key FROM chunk_windows w
+WHERE w.scheme = $scheme AND w.embed_key IN (SELECT embed_key FROM chunks WHERE {_SCOPE})
+  AND w.window_key NOT IN (SELECT embed_key FROM embeddings WHERE model = $model)
+"""
+
+
 def windows_without_vectors(conn: duckdb.DuckDBPyConnection, scope: Sequence[str] | None,
                             model: str | None) -> list[tuple[str, int, str, str]]:
     """(window_key, part, heading_path, text of a chunk it belongs to) of each window of the chunks in
     scope that has no vector for ``model`` yet, by window key."""
+    params = {"urls": scope, "model": model, "scheme": EMBED_SCHEME}
+    keys = [key for (key,) in conn.execute(_MISSING_WINDOW_KEYS, params).fetchall()]
+    if not keys:
+        return []
     return conn.execute(
         """
         SELECT w.window_key, arg_min(w.part, c.embed_key), arg_min(c.heading_path, c.embed_key),
                arg_min(c.text, c.embed_key)
         FROM chunk_windows w JOIN chunks c USING (embed_key)
         WHERE w.scheme = $scheme AND ($urls IS NULL OR list_contains($urls, c.url))
-          AND w.window_key NOT IN (SELECT embed_key FROM embeddings WHERE model = $model)
+          AND w.window_key IN (SELECT unnest($keys))
         GROUP BY w.window_key ORDER BY w.window_key
         """,
-        {"urls": scope, "model": model, "scheme": EMBED_SCHEME},
+        {"urls": scope, "scheme": EMBED_SCHEME, "keys": keys},
     ).fetchall()
 
 

@@ -241,6 +241,19 @@ def test_embedding_selection_embeds_each_chunk_once(store: RunStore) -> None:
     assert {c.url for c in again.candidates} == {C}
 
 
+def test_embedding_a_scope_leaves_the_rest_for_later_and_a_shared_text_is_embedded_once(store: RunStore) -> None:
+    embedder = WordEmbedder()
+    sel = selector(store, embedder=embedder, embedding_model="m")
+    # B's two chunks, one of them the paragraph A repeats: embedded as B's, never again for A.
+    assert sel.embed_missing([B]) == 2
+    assert sel.embed_missing([B]) == 0 and sel.embed_missing([A, B]) == 4
+    assert sorted(len(call) for call in embedder.calls) == [2, 4]
+    assert not any(sum(text.endswith("Identical paragraph about widget colours and themes.") for text in call)
+                   for call in embedder.calls[1:])
+    assert sel.embed_missing(None) == 1 and sel.embed_missing(None) == 0  # C's chunk, then nothing
+    assert [len(call) for call in embedder.calls] == [2, 4, 1]
+
+
 def test_hybrid_fuses_both_rankings(store: RunStore) -> None:
     hybrid = selector(store, embedder=WordEmbedder(), embedding_model="m").select("widget server port", "hybrid")
     assert hybrid.method_used == "hybrid"

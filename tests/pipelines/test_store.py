@@ -16,9 +16,9 @@ import duckdb
 import pytest
 
 from jobs.errors import DatabaseLockedError, ExitCode, StoreError
-from pipelines import schema
+from pipelines import schema, search_index
 from pipelines.chunk import HEADING_SEPARATOR, Chunk
-from pipelines.store import PageRecord, Store, utcnow
+from pipelines.store import INDEX_BUILD_MEMORY_LIMIT, PageRecord, Store, utcnow
 from pipelines.store_pipeline import StorePipeline
 from pipelines.vectors import embed_key
 
@@ -317,6 +317,25 @@ def test_full_rebuild_numbers_docs_in_url_order_and_keeps_the_postings(store: St
     assert [c for _, c in docs] == [c for (c,) in expected]
     assert _postings(store) == incremental
     assert conn.execute("SELECT sum(tf_heading) > 0 AND sum(tf_text) > 0 FROM bm25_postings").fetchone() == (True,)
+
+
+def test_a_full_rebuild_runs_under_its_memory_limit_and_puts_the_previous_one_back(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    store.save_page(record(), JSON_CHUNKS, 1)
+    setting = "SELECT current_setting('memory_limit')"
+    before = store.conn.execute(setting).fetchone()  # DuckDB's default
+    during: list[object] = []
+    real = search_index.rebuild
+    monkeypatch.setattr(search_index, "rebuild", lambda conn: during.append(conn.execute(setting).fetchone()) or real(conn))
+    store.rebuild_fts()
+    assert store.conn.execute(setting).fetchone() == before
+    expected = store.conn.execute(f"SET memory_limit = '{INDEX_BUILD_MEMORY_LIMIT}'; {setting}").fetchone()
+    store.conn.execute("RESET memory_limit")
+    assert during == [expected] and expected != before
+    monkeypatch.setattr(search_index, "rebuild", lambda conn: 1 / 0)
+    with pytest.raises(ZeroDivisionError):  # put back on failure too
+        store.rebuild_fts()
+    assert store.conn.execute(setting).fetchone() == before
 
 
 def test_index_without_the_derived_tables_is_stale(store: Store) -> None:

@@ -39,7 +39,7 @@ def test_encode_sets_a_bit_per_positive_dimension() -> None:
     bits = np.unpackbits(codes.view(np.uint8), axis=1)
     assert list(np.flatnonzero(bits[0])) == [0, 3, 69]
     assert not bits[1].any()
-    assert list(vector_codes.hamming(codes, codes[0])) == [0, 3]
+    assert list(vector_codes.hamming(codes.T.copy(), codes[0])) == [0, 3]
 
 
 def test_nearest_breaks_ties_by_position_whatever_the_partition() -> None:
@@ -47,6 +47,14 @@ def test_nearest_breaks_ties_by_position_whatever_the_partition() -> None:
     assert list(vector_codes.nearest(distances, 4)) == [6, 1, 3, 2]
     assert list(vector_codes.nearest(distances, 5)) == [6, 1, 3, 2, 4]
     assert list(vector_codes.nearest(distances, 20)) == [6, 1, 3, 2, 4, 5, 7, 0]
+
+
+def test_nearest_is_the_full_sort_cut_at_k() -> None:
+    rng = np.random.default_rng(4)
+    distances = rng.integers(0, 40, size=5000).astype(np.uint16)  # ties everywhere
+    reference = np.lexsort((np.arange(len(distances)), distances))
+    for k in (1, 7, 123, 4999, 5000):
+        assert list(vector_codes.nearest(distances, k)) == list(reference[:k])
 
 
 def _twins_match(store: RunStore) -> int:
@@ -188,6 +196,7 @@ def test_the_first_stage_narrows_by_hamming_then_by_the_questions_floats() -> No
     codes = vector_codes.encode(docs)
     query = docs[20] + rng.normal(0, 0.1, 64).astype(np.float32)
     query /= np.linalg.norm(query)
+    codes = codes.T.copy()  # held by word
     picked = vector_codes.first_stage(codes, query, 5, 50)
     assert list(picked[:2]) == [10, 20]
     near = set(vector_codes.nearest(vector_codes.hamming(codes, vector_codes.encode(query[None, :])[0]), 50).tolist())
@@ -205,9 +214,9 @@ def _insert_windows(conn, dims: int, model: str, docs: range) -> None:  # type: 
         "part": np.zeros(n, np.int64), "vector": list(rng.normal(size=(n, dims)).astype("<f4"))})
 
 
-def test_row_ids_renumbered_by_a_checkpoint_are_caught_not_scored(tmp_path: Path) -> None:
-    # A checkpoint after deletes compacts the table: k rows deleted and k inserted (another model's) give back
-    # the same count and largest row id, so the cache looks current while its row ids point at other windows.
+def test_keys_outlive_a_checkpoint_and_a_deleted_window_is_caught_not_scored(tmp_path: Path) -> None:
+    # A checkpoint after deletes compacts the table and renumbers row ids: k rows deleted and k inserted (another
+    # model's) gave back the same count and largest row id. Keys come from a sequence: kept, never reused.
     import duckdb
 
     dims = 8
@@ -220,11 +229,26 @@ def test_row_ids_renumbered_by_a_checkpoint_are_caught_not_scored(tmp_path: Path
         conn.execute(f"DELETE FROM {vector_codes.codes_table(dims)} WHERE doc BETWEEN 1000 AND 1999")
         _insert_windows(conn, dims, "b", range(1000))
         conn.execute("CHECKPOINT")
-        stale = cache.get(conn, dims, "a")
-        assert stale is before  # the fingerprint cannot tell
-        order = np.arange(len(stale.rowids) - 500, len(stale.rowids))  # rows past the deleted ones moved
-        assert vector_codes._fetch(conn, stale, order, "a", dims) is None
-        fresh = cache.get(conn, dims, "a", reload=True)
+        fresh = cache.get(conn, dims, "a")
+        assert fresh is not before  # the largest key moved
+        assert np.array_equal(fresh.rowids, np.delete(before.rowids, range(1000, 2000)))  # the others kept theirs
+        assert vector_codes._fetch(conn, before, np.arange(900, 1100), "a", dims) is None  # deleted: caught
         got = vector_codes._fetch(conn, fresh, np.arange(len(fresh.rowids) - 500, len(fresh.rowids)), "a", dims)
-        assert got is not None and set(got["url"].tolist()) <= {f"http://a.test/{d}" for d in range(245_760)}
-        assert len(fresh.rowids) == 245_760 - 1000
+        assert got is not None and sorted(got["url"].tolist()) == sorted(f"http://a.test/{d}" for d in range(245_260, 245_760))
+
+
+def test_a_codes_table_from_before_its_keys_is_built_again(tmp_path: Path) -> None:
+    rng = random.Random(13)
+    with RunStore.open(tmp_path / "keyless.duckdb") as store:
+        for step, url in enumerate(URLS):
+            record, chunks = _page(rng, url, step)
+            store.save_page(record, chunks, crawl_run_id=step)
+        exact = Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m", approximate=False, pool=5)
+        ranking = _ranking(exact, "widget server port")
+        table = vector_codes.codes_table(64)
+        store.conn.execute(f"CREATE TABLE {table} (model VARCHAR, doc INTEGER NOT NULL, url VARCHAR NOT NULL, "
+                           "ordinal INTEGER NOT NULL, part INTEGER NOT NULL, code BLOB NOT NULL, vector BLOB NOT NULL)")
+        approx = Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m", approximate=True, pool=5)
+        assert _ranking(approx, "widget server port") == ranking
+        assert _twins_match(store) > 0
+        assert store.conn.execute(f"SELECT count(*) FROM {table} WHERE id IS NULL").fetchone() == (0,)
