@@ -64,7 +64,8 @@ def index_build(db: Path, limit: str | None, checkpoint: bool) -> None:
     'none': DuckDB's default, 80% of the machine's memory, as before)."""
     from pipelines import vector_codes, vectors
     from pipelines.duckdb_connect import memory_limit
-    from pipelines.store import INDEX_BUILD_MEMORY_LIMIT, Store
+    from pipelines.defaults import INDEX_BUILD_MEMORY_LIMIT
+    from pipelines.store import Store
 
     with Store.open(db) as store:
         conn = store.conn

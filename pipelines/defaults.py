@@ -57,6 +57,10 @@ PASSAGE_WORDS = 120
 # Where the User-Agent points when the job names no contact URL.
 PROJECT_URL = "https://pypi.org/project/webqa/"
 
+# DuckDB caches blocks up to 80% of RAM unless told: a full index build's bound (BENCHMARKS.md, "Selection
+# latency at 1,000,000 chunks").
+INDEX_BUILD_MEMORY_LIMIT = "2GB"
+
 
 def user_agent(contact: str = PROJECT_URL) -> str:
     """Identify ourselves honestly, with a URL a site owner can follow (the job's contact, else the project)."""

@@ -28,9 +28,6 @@ from pipelines.vectors import embed_key
 log = logging.getLogger(__name__)
 
 DEFAULT_DB = defaults.DB
-# DuckDB's memory limit during a full index build: without it a build at a million chunks grew to 13.1 GiB of
-# cached blocks (BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
-INDEX_BUILD_MEMORY_LIMIT = "2GB"
 
 
 class Store:
@@ -90,9 +87,8 @@ class Store:
             if step == 11:
                 self.conn.execute(schema.INDEX_TABLES)
                 search_index.recount_statistics(self.conn)
-        self.conn.execute(
-            "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(schema.SCHEMA_VERSION)]
-        )
+        self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                          [str(schema.SCHEMA_VERSION)])
         self.conn.execute(schema.INDEX_TABLES)
         search_index.fill_stopwords(self.conn)
         if self._index_format() is None and self.count_chunks() == 0:
@@ -126,14 +122,14 @@ class Store:
         older version). Pages written since keep it current on their own (``index_pages``).
 
         One transaction: docs are renumbered, and vectors keyed by the old numbers must never survive a
-        rebuild killed halfway. DuckDB's memory is bounded by ``INDEX_BUILD_MEMORY_LIMIT`` meanwhile.
+        rebuild killed halfway. DuckDB's memory is bounded by ``defaults.INDEX_BUILD_MEMORY_LIMIT`` meanwhile, its
+        checkpoint included (left to the close, the checkpoint ran without the limit).
         """
-        with memory_limit(self.conn, INDEX_BUILD_MEMORY_LIMIT):
+        with memory_limit(self.conn, defaults.INDEX_BUILD_MEMORY_LIMIT):
             with self.transaction():
                 self.load_fts()
                 search_index.rebuild(self.conn)
                 self._set_index_format()
-            # Written to the file now, under the same limit: left to the close, the checkpoint ran without it.
             self.conn.execute("CHECKPOINT")
 
     reindex = rebuild_fts

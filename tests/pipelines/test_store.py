@@ -18,7 +18,8 @@ import pytest
 from jobs.errors import DatabaseLockedError, ExitCode, StoreError
 from pipelines import schema, search_index
 from pipelines.chunk import HEADING_SEPARATOR, Chunk
-from pipelines.store import INDEX_BUILD_MEMORY_LIMIT, PageRecord, Store, utcnow
+from pipelines.defaults import INDEX_BUILD_MEMORY_LIMIT
+from pipelines.store import PageRecord, Store, utcnow
 from pipelines.store_pipeline import StorePipeline
 from pipelines.vectors import embed_key
 
