@@ -158,12 +158,14 @@ def test_a_database_of_schema_10_gets_its_statistics_counted_without_a_full_buil
 def test_pruned_bm25_returns_exactly_the_full_rows_and_prunes_often(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Questions mixing rare and common words, pools cut inside ties: the pruned ranking (MaxScore) equals
-    BM25_SQL's rows, scores included, whether its bound held at the first try, the second, or not at all."""
-    monkeypatch.setattr(search_index, "PRUNE_MIN_DOCS", 1)  # pruned from the first doc on (a million in the product)
+    BM25_SQL's rows, scores included, whether its bound held at the first try, the second, or not at all;
+    unscoped and within scopes of a few to all of the pages (a job's selection)."""
+    monkeypatch.setattr(search_index, "PRUNE_MIN_DOCS", 1)  # pruned from the first doc on (300,000 in the product)
     rng = random.Random(11)
     vocab = [f"w{i}" for i in range(40)]
+    urls = [f"http://p.test/{i}" for i in range(60)]
     with RunStore.open(tmp_path / "p.duckdb") as store:
-        for n, url in enumerate(f"http://p.test/{i}" for i in range(60)):
+        for n, url in enumerate(urls):
             record, chunks = random_page(rng, url, 0)
             # Zipf-like words: w0 in most chunks, w39 in a few; copies of one text tie across pages.
             chunks = [dataclasses.replace(c, text=" ".join(vocab[min(int(rng.paretovariate(0.6)) - 1, 39)]
@@ -178,22 +180,26 @@ def test_pruned_bm25_returns_exactly_the_full_rows_and_prunes_often(tmp_path: Pa
                 self.conn = conn
 
             def execute(self, sql: str, params: Any = None) -> Any:
-                queries.append({search_index.BM25_PRUNED_SQL: "p", search_index.BM25_SQL: "f"}.get(sql, ""))
+                queries.append({search_index.BM25_PRUNED_SQL: "p", search_index.BM25_PRUNED_SCOPED_SQL: "p",
+                                search_index.BM25_SQL: "f"}.get(sql, ""))
                 return self.conn.execute(sql, params)
 
-        paths = []
-        for _ in range(120):
+        paths: dict[bool, list[str]] = {False: [], True: []}
+        for _ in range(240):
             question = " ".join(rng.sample(vocab, rng.randint(1, 5)))
             pool = rng.choice([1, 3, 10, 40])
+            scope = rng.choice([None, rng.sample(urls, rng.choice([3, 15, 40, 60]))])
             queries.clear()
-            got = search_index.bm25_rank(Recording(store.conn), question, None, pool=pool, k1=1.2, b=0.5,  # type: ignore[arg-type]
+            got = search_index.bm25_rank(Recording(store.conn), question, scope, pool=pool, k1=1.2, b=0.5,  # type: ignore[arg-type]
                                          heading_weight=3.0)
-            full = store.conn.execute(search_index.BM25_SQL, {"q": question, "urls": None, "pool": pool, "k1": 1.2,
+            full = store.conn.execute(search_index.BM25_SQL, {"q": question, "urls": scope, "pool": pool, "k1": 1.2,
                                                               "b": 0.5, "heading_weight": 3.0, "lang": "porter"}).fetchall()
-            assert got == full, question
-            paths.append("".join(queries))
-    # Not vacuous: answered pruned at the first try, at the second, and by the full query after a failed bound.
-    assert paths.count("p") > 10 and "pp" in paths and any(p.startswith("p") and p.endswith("f") for p in paths), paths
+            assert got == full, (question, scope)
+            paths[scope is not None].append("".join(queries))
+    # Not vacuous, scoped and not: answered pruned at the first try, at the second, and by the full query after a
+    # failed bound.
+    for path in paths.values():
+        assert sum(p.endswith("p") for p in path) > 10 and "p" in path and "pp" in path and any(p.startswith("p") and p.endswith("f") for p in path), path
 
 
 def test_small_indexes_rank_without_pruning(tmp_path: Path) -> None:
