@@ -161,6 +161,8 @@ _DOCS_OF_URLS = "SELECT doc FROM selection_docs WHERE list_contains($urls, url)"
 COUNT_OUT = (
     f"""UPDATE bm25_terms t SET df = t.df - g.n FROM (SELECT term, count(*)::INTEGER AS n FROM bm25_postings
         WHERE doc IN ({_DOCS_OF_URLS}) GROUP BY term) g WHERE t.term = g.term""",
+    # The leaving pages' terms that no doc holds any more go, so page writes do not grow with every term ever seen.
+    f"""DELETE FROM bm25_terms WHERE df <= 0 AND term IN (SELECT term FROM bm25_postings WHERE doc IN ({_DOCS_OF_URLS}))""",
     """UPDATE bm25_stats t SET docs = t.docs - g.n, total_len = t.total_len - g.l FROM (SELECT lang, count(*) AS n,
        sum(len)::BIGINT AS l FROM selection_docs WHERE list_contains($urls, url) GROUP BY lang) g WHERE t.lang = g.lang""",
 )

@@ -97,11 +97,13 @@ def test_stored_statistics_equal_a_recount_after_inserts_edits_and_deletes(tmp_p
         terms, stats = stored(store.conn)
         assert (terms, stats) == recounted(store.conn)
         assert len(terms) > 10 and {lang for lang, *_ in stats} == {"porter", "spanish"}
-        assert store.conn.execute("SELECT count(*) FROM bm25_terms WHERE df < 0").fetchone() == (0,)
-        # Deleting every page leaves no document and no term counted.
+        # A term whose last doc left (a page edited or deleted) leaves bm25_terms with it.
+        assert store.conn.execute("SELECT count(*) FROM bm25_terms WHERE df <= 0").fetchone() == (0,)
+        # Deleting every page leaves no document and no term counted, nor any row for the terms seen.
         for url in URLS:
             store.delete_page(url)
         assert stored(store.conn) == ([], []) == recounted(store.conn)
+        assert store.conn.execute("SELECT count(*) FROM bm25_terms").fetchone() == (0,)
 
 
 def test_bm25_ranks_as_when_it_counted_the_statistics_per_question(tmp_path: Path) -> None:
