@@ -145,10 +145,12 @@ WHERE s.doc > $base
 ORDER BY t.term, s.doc
 """
 DROP_INDEX_TERMS = ("DROP TABLE IF EXISTS temp.index_terms", "DROP TABLE IF EXISTS temp.index_langs")
-# BM25's statistics follow the rows: counted up by the docs just indexed (those above ``$base``; each
-# (chunk, term) of index_terms is one new posting), down by the docs about to leave (below).
+# BM25's statistics follow the rows: counted up by the docs just indexed (those above ``$base``; counted from
+# INDEX_POSTINGS's own join, so a chunk id repeated in a batch counts once per posting), down by the docs about
+# to leave (below).
 COUNT_IN = (
-    """MERGE INTO bm25_terms t USING (SELECT term, count(*)::INTEGER AS n FROM index_terms GROUP BY term) g
+    """MERGE INTO bm25_terms t USING (SELECT i.term, count(*)::INTEGER AS n FROM index_terms i
+       JOIN selection_docs s USING (chunk_id) WHERE s.doc > $base GROUP BY i.term) g
        ON t.term = g.term WHEN MATCHED THEN UPDATE SET df = t.df + g.n WHEN NOT MATCHED THEN INSERT VALUES (g.term, g.n)""",
     """MERGE INTO bm25_stats t USING (SELECT lang, count(*) AS n, sum(len)::BIGINT AS l FROM selection_docs
        WHERE doc > $base GROUP BY lang) g ON t.lang = g.lang
@@ -322,7 +324,7 @@ def index_pages(conn: duckdb.DuckDBPyConnection, urls: "Sequence[str] | UrlSlice
     conn.execute(index_docs(source), {"base": base, **bound})
     conn.execute(INDEX_POSTINGS, {"base": base})
     for statement in COUNT_IN:
-        conn.execute(statement, {"base": base} if "$base" in statement else {})
+        conn.execute(statement, {"base": base})
     for statement in DROP_INDEX_TERMS:
         conn.execute(statement)
     conn.execute("DROP TABLE IF EXISTS temp.index_chunks")

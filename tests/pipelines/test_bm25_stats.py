@@ -106,6 +106,17 @@ def test_stored_statistics_equal_a_recount_after_inserts_edits_and_deletes(tmp_p
         assert store.conn.execute("SELECT count(*) FROM bm25_terms").fetchone() == (0,)
 
 
+def test_a_chunk_id_repeated_in_one_batch_is_counted_once_per_posting(tmp_path: Path) -> None:
+    urls = ["http://a.test/", "http://b.test/"]
+    rows = [("same-id", url, 0, "Intro", "widget port alpha", 3, "h", "k") for url in urls]
+    with RunStore.open(tmp_path / "d.duckdb") as store:
+        store.load_fts()
+        with store.transaction():
+            search_index.index_pages(store.conn, urls, rows)
+        assert store.conn.execute("SELECT count(DISTINCT doc) FROM bm25_postings").fetchone() == (2,)
+        assert stored(store.conn) == recounted(store.conn)
+
+
 def test_bm25_ranks_as_when_it_counted_the_statistics_per_question(tmp_path: Path) -> None:
     with RunStore.open(tmp_path / "r.duckdb") as store:
         crawl_randomly(store, 5)
