@@ -421,6 +421,12 @@ def doc_count(conn: duckdb.DuckDBPyConnection) -> int | None:
     return None if row is None else int(row[0])
 
 
+def counted_docs(conn: duckdb.DuckDBPyConnection) -> int:
+    """The docs bm25_stats counts (BM25's document count): equal to doc_count while the statistics hold."""
+    row = conn.execute("SELECT coalesce(sum(docs), 0) FROM bm25_stats").fetchone()
+    return 0 if row is None else int(row[0])
+
+
 # -- rankings (jobs/select.py) --------------------------------------------------------------------
 
 SCOPE = "($urls IS NULL OR list_contains($urls, url))"

@@ -136,14 +136,14 @@ class Store:
 
     def fts_is_stale(self) -> bool:
         """True when the selection indexes need a full build: chunks stored by a version that did not index
-        page by page, or index tables missing or out of step with the chunks."""
+        page by page, or index tables missing or out of step with the chunks (or BM25's document count with the docs)."""
         if not search_index.tables_exist(self.conn):
             return True
         chunks = self.count_chunks()
         if self._index_format() != schema.INDEX_FORMAT:
             return chunks > 0
         docs = search_index.doc_count(self.conn)
-        return docs is None or docs != chunks
+        return docs is None or docs != chunks or search_index.counted_docs(self.conn) != docs
 
     def transaction(self) -> AbstractContextManager[None]:
         """BEGIN … COMMIT around the block, rolled back when it raises (pipelines/duckdb_connect.py)."""

@@ -117,6 +117,16 @@ def test_a_chunk_id_repeated_in_one_batch_is_counted_once_per_posting(tmp_path: 
         assert stored(store.conn) == recounted(store.conn)
 
 
+def test_a_drifted_document_count_makes_the_index_stale(tmp_path: Path) -> None:
+    with RunStore.open(tmp_path / "g.duckdb") as store:
+        crawl_randomly(store, 4)
+        assert not store.fts_is_stale()
+        store.conn.execute("UPDATE bm25_stats SET docs = docs + 1 WHERE lang = 'porter'")
+        assert store.fts_is_stale()
+        store.rebuild_fts()
+        assert not store.fts_is_stale() and stored(store.conn) == recounted(store.conn)
+
+
 def test_bm25_ranks_as_when_it_counted_the_statistics_per_question(tmp_path: Path) -> None:
     with RunStore.open(tmp_path / "r.duckdb") as store:
         crawl_randomly(store, 5)
