@@ -1,5 +1,6 @@
-"""The search index: ``selection_docs``, ``bm25_postings`` and ``fts_stopwords``, kept in step with the
-chunks page by page, and the keyword and BM25 rankings selection runs over them.
+"""The search index: ``selection_docs``, ``bm25_postings``, BM25's statistics ``bm25_terms`` (df per term) and
+``bm25_stats`` (docs and total length per stemmer), and ``fts_stopwords``, kept in step with the chunks page by
+page, and the keyword and BM25 rankings selection runs over them.
 
 This module is the only code that writes SQL on those tables (their DDL is in pipelines/schema.py); it
 reads ``chunks`` (what it indexes, and the text a ranking returns).

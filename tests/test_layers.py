@@ -59,7 +59,8 @@ def test_test_files_share_helpers_through_tests_support_only() -> None:
 
 FAMILIES = {
     "crawl": ("meta", "crawl_runs", "pages", "page_html", "page_links", "job_pages", "chunks", "fetch_log"),
-    "search": ("fts_main_chunks", "selection_docs", "bm25_postings", "bm25_terms", "bm25_stats", "fts_stopwords"),
+    "search": ("fts_main_chunks", "selection_docs", "bm25_postings", "bm25_terms", "bm25_stats", "fts_stopwords",
+               "bm25_postings_sorted"),
     "vectors": ("embeddings", "chunk_windows", "unit_vectors_"),
     "codes": ("vector_codes_",),
     "runs": ("runs", "run_pages", "answers", "selections", "prompts", "reranks"),
