@@ -241,9 +241,12 @@ BM25_TERMS_SQL = f"{_QUESTION_TERMS.rstrip(',')}\nSELECT term, idf, df FROM qter
 # docs alone (bm25_rank says when that ranks exactly as BM25_SQL).
 def _pruned_sql(scoped: bool) -> str:
     # Scoped, only the scope's docs are candidates: the bound still holds, df and the doc count being global.
-    in_scope = " AND doc IN (SELECT doc FROM selection_docs WHERE list_contains($urls, url))" if scoped else ""
+    in_scope = " AND doc IN (SELECT doc FROM scope_docs)" if scoped else ""
+    # The scope's docs found once, by a hash join on the urls (list_contains per doc grows with the scope's size).
+    scope_docs = ("scope_docs AS MATERIALIZED (SELECT doc FROM selection_docs WHERE url IN (SELECT unnest($urls))),\n"
+                  if scoped else "")
     return f"""
-WITH qterms AS (SELECT unnest($terms) AS term, unnest($idfs) AS idf, unnest($essential) AS essential),
+WITH {scope_docs}qterms AS (SELECT unnest($terms) AS term, unnest($idfs) AS idf, unnest($essential) AS essential),
 stats AS (SELECT sum(total_len) / sum(docs) AS avgdl FROM bm25_stats),
 candidates AS (SELECT DISTINCT doc FROM bm25_postings WHERE term IN (SELECT term FROM qterms WHERE essential){in_scope}),
 hits AS (
