@@ -240,19 +240,12 @@ BM25_TERMS_SQL = f"{_QUESTION_TERMS.rstrip(',')}\nSELECT term, idf, df FROM qter
 # BM25_SQL for the question's terms bound as lists (``$terms`` with ``$idfs`` from BM25_TERMS_SQL), summing in
 # full only the docs that hold one of the ``$essential`` terms: the other terms' postings are read for those
 # docs alone (bm25_rank says when that ranks exactly as BM25_SQL).
-def _pruned_sql(scoped: bool) -> str:
-    # Scoped, only the scope's docs are candidates: the bound still holds, df and the doc count being global.
-    in_scope = " AND doc IN (SELECT doc FROM scope_docs)" if scoped else ""
-    # The scope's docs found once, by a hash join on the urls (list_contains per doc grows with the scope's size).
-    scope_docs = ("scope_docs AS MATERIALIZED (SELECT doc FROM selection_docs WHERE url IN (SELECT unnest($urls))),\n"
-                  if scoped else "")
-    return f"""
-WITH {scope_docs}qterms AS (SELECT unnest($terms) AS term, unnest($idfs) AS idf, unnest($essential) AS essential),
+BM25_PRUNED_SQL = f"""
+WITH qterms AS (SELECT unnest($terms) AS term, unnest($idfs) AS idf, unnest($essential) AS essential),
 stats AS (SELECT sum(total_len) / sum(docs) AS avgdl FROM bm25_stats),
-candidates AS (SELECT DISTINCT doc FROM bm25_postings WHERE term IN (SELECT term FROM qterms WHERE essential){in_scope}),
+candidates AS (SELECT DISTINCT doc FROM bm25_postings WHERE term IN (SELECT term FROM qterms WHERE essential)),
 hits AS (
-    SELECT term, doc, tf_heading, tf_text, len FROM bm25_postings
-    WHERE term IN (SELECT term FROM qterms WHERE essential){in_scope}
+    SELECT term, doc, tf_heading, tf_text, len FROM bm25_postings WHERE term IN (SELECT term FROM qterms WHERE essential)
     UNION ALL
     SELECT term, doc, tf_heading, tf_text, len FROM bm25_postings
     WHERE term IN (SELECT term FROM qterms WHERE NOT essential) AND doc IN (SELECT doc FROM candidates)
@@ -262,10 +255,6 @@ scored AS MATERIALIZED (
     FROM hits h JOIN qterms q USING (term), stats st
     GROUP BY h.doc
 ),{_POOL}"""
-
-
-BM25_PRUNED_SQL = _pruned_sql(scoped=False)
-BM25_PRUNED_SCOPED_SQL = _pruned_sql(scoped=True)
 
 
 def load_fts(conn: duckdb.DuckDBPyConnection) -> None:
@@ -463,7 +452,7 @@ def bm25_rank(conn: duckdb.DuckDBPyConnection, question: str, scope: Sequence[st
               k1: float, b: float, heading_weight: float) -> list[tuple[Any, ...]]:
     """BM25_SQL's rows, best first: (chunk_id, url, heading_path, text, token_estimate, score, ordinal).
 
-    In an index of PRUNE_MIN_DOCS docs or more, the common terms' postings are summed only for docs holding a rarer term when that is proven
+    Unscoped, in an index of PRUNE_MIN_DOCS docs or more, the common terms' postings are summed only for docs holding a rarer term when that is proven
     to give the same rows (``_pruned_rank``). Raises duckdb.CatalogException when the index tables are missing.
     """
     # The stemmers the indexed chunks were indexed with, and their docs: the question is stemmed in its language
@@ -471,8 +460,10 @@ def bm25_rank(conn: duckdb.DuckDBPyConnection, question: str, scope: Sequence[st
     stats = conn.execute("SELECT lang, docs FROM bm25_stats WHERE docs > 0 ORDER BY 1").fetchall()
     lang = languages.question_stemmer(question, [name for name, _ in stats])
     params = {"pool": pool, "k1": k1, "b": b, "heading_weight": heading_weight}
-    if sum(n for _, n in stats) >= PRUNE_MIN_DOCS and k1 >= 0 and 0 <= b <= 1 and heading_weight >= 0:
-        rows = _pruned_rank(conn, conn.execute(BM25_TERMS_SQL, {"q": question, "lang": lang}).fetchall(), scope, params)
+    # Scoped questions are not pruned: finding the scope's docs is most of their cost, and a pruned try pays it again
+    # (BENCHMARKS.md, "inside a job's scope").
+    if scope is None and sum(n for _, n in stats) >= PRUNE_MIN_DOCS and k1 >= 0 and 0 <= b <= 1 and heading_weight >= 0:
+        rows = _pruned_rank(conn, conn.execute(BM25_TERMS_SQL, {"q": question, "lang": lang}).fetchall(), params)
         if rows is not None:
             return rows
     return conn.execute(BM25_SQL, {"q": question, "urls": scope, "lang": lang, **params}).fetchall()
@@ -492,7 +483,7 @@ def _bound(terms: Sequence[tuple[Any, ...]], k1: float) -> float:
     return sum(idf for _, idf, _ in terms) * (k1 + 1) * (1 + 1e-9) + 1e-12
 
 
-def _pruned_rank(conn: duckdb.DuckDBPyConnection, terms: Sequence[tuple[Any, ...]], scope: Sequence[str] | None,
+def _pruned_rank(conn: duckdb.DuckDBPyConnection, terms: Sequence[tuple[Any, ...]],
                  params: dict[str, Any]) -> list[tuple[Any, ...]] | None:
     """BM25_SQL's rows for the question's ``terms`` (BM25_TERMS_SQL: term, idf, df; commonest first), or None
     when pruning cannot be proven exact (BM25_SQL then ranks). First the rarest terms holding ``pool`` docs
@@ -507,9 +498,8 @@ def _pruned_rank(conn: duckdb.DuckDBPyConnection, terms: Sequence[tuple[Any, ...
     for _ in range(2):
         if common == 0:
             return None
-        sql, scoped = (BM25_PRUNED_SQL, {}) if scope is None else (BM25_PRUNED_SCOPED_SQL, {"urls": list(scope)})
-        rows = conn.execute(sql, {"terms": [t[0] for t in terms], "idfs": [t[1] for t in terms],
-                                  "essential": [i >= common for i in range(len(terms))], **scoped, **params}).fetchall()
+        rows = conn.execute(BM25_PRUNED_SQL, {"terms": [t[0] for t in terms], "idfs": [t[1] for t in terms],
+                                              "essential": [i >= common for i in range(len(terms))], **params}).fetchall()
         if len(rows) < pool:
             return None
         if rows[-1][5] > _bound(terms[:common], k1):
