@@ -1,5 +1,5 @@
-"""BM25 inside a selection scope (a job's pages) at scale: BM25_SQL scoped against bm25_rank (which prunes
-from PRUNE_MIN_DOCS docs), CPU and wall per question, for scopes of a fraction of the database's pages.
+"""BM25 inside a selection scope (a job's pages) at scale: BM25_SQL scoped against bm25_rank (the product's
+path; it prunes unscoped questions only), CPU and wall per question, for scopes of a fraction of the pages.
 
     nice .venv/bin/python benchmarks/bench_bm25_scope.py DB QUESTIONS FRACTIONS
     e.g. DB = a bench_select.py database of 1,000,000 chunks (opened read-only), 10, 0.01,0.1,1.0
