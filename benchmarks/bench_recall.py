@@ -846,7 +846,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             figures["embedding"] = {"model": model_name, "chunks_embedded": embedded, "seconds": round(seconds, 1),
                                     "server_cpu_s": round(server_cpu, 1), "client_cpu_s": round(time.process_time() - own0, 1),
                                     "windows_stored": windows, "loadavg_1m_before": round(load0, 2),
-                                    "max_tokens": args.embed_max_tokens or (384 if weights == "all-mpnet-base-v2" else 256)}
+                                    "max_tokens": args.embed_max_tokens or {"all-mpnet-base-v2": 384, "multilingual-e5-small": 512}.get(weights, 256)}
             if embedded:
                 print(f"embedding: {seconds:.0f} s wall, {server_cpu:.0f} s CPU in the stand-in, "
                       f"{figures['embedding']['client_cpu_s']:.0f} s in webqa; {windows} windows stored for "
