@@ -314,11 +314,15 @@ def embedding_client(stack: contextlib.ExitStack[Any], weights: str = EMBEDDING_
 
 
 @contextlib.contextmanager
-def embed_server(max_tokens: int | None, weights: str = EMBEDDING_MODEL) -> Iterator[str]:
-    """``benchmarks/embed_server.py --port 0`` in a subprocess; yields its URL (first line it prints)."""
+def embed_server(max_tokens: int | None, weights: str = EMBEDDING_MODEL,
+                 pids: list[int] | None = None) -> Iterator[str]:
+    """``benchmarks/embed_server.py --port 0`` in a subprocess; yields its URL (first line it prints), its PID
+    appended to ``pids`` when given (so its CPU seconds can be read)."""
     args = ["--weights", weights] + (["--max-tokens", str(max_tokens)] if max_tokens else [])
-    with embed_server_process(args, start_wait=180) as (url, _pid, first):
+    with embed_server_process(args, start_wait=180) as (url, pid, first):
         print(f"  {first}")
+        if pids is not None:
+            pids.append(pid)
         yield url
 
 
@@ -797,10 +801,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     weights = args.embedding_model
     model_name = weights if not args.embed_max_tokens else f"{weights}-t{args.embed_max_tokens}"
 
+    server_pids: list[int] = []
     with contextlib.ExitStack() as stack:
         embedder = None
         if any(m in ("embedding", "hybrid") for m in methods):
-            url = stack.enter_context(embed_server(args.embed_max_tokens, weights))
+            url = stack.enter_context(embed_server(args.embed_max_tokens, weights, server_pids))
             client = stack.enter_context(OllamaClient(OllamaSettings(host=url, embedding_model=model_name,
                                                                      timeout_s=600, max_attempts=2)))
             embedder = _Renamed(client, weights) if args.embed_max_tokens else client
@@ -830,11 +835,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                             ensure_fts=store.load_fts, rm3=rm3,
                             approximate={"auto": None, "on": True, "off": False}[args.approximate])
         if embedder is not None:
-            t0 = time.perf_counter()
+            t0, own0, server0 = time.perf_counter(), time.process_time(), common._cpu_s(server_pids[0]) or 0.0
+            load0 = os.getloadavg()[0]
             embedded = selector.embed_missing()
             seconds = time.perf_counter() - t0
+            # The model runs in the stand-in's process: its CPU is the embedding's cost, webqa's is the client's.
+            server_cpu = (common._cpu_s(server_pids[0]) or 0.0) - server0
+            windows = conn.execute("SELECT count(*) FROM embeddings WHERE model = ?",
+                                   [selector.vector_space]).fetchone()[0]
             figures["embedding"] = {"model": model_name, "chunks_embedded": embedded, "seconds": round(seconds, 1),
-                                    "max_tokens": args.embed_max_tokens or (384 if weights == "all-mpnet-base-v2" else 256)}
+                                    "server_cpu_s": round(server_cpu, 1), "client_cpu_s": round(time.process_time() - own0, 1),
+                                    "windows_stored": windows, "loadavg_1m_before": round(load0, 2),
+                                    "max_tokens": args.embed_max_tokens or {"all-mpnet-base-v2": 384, "multilingual-e5-small": 512}.get(weights, 256)}
+            if embedded:
+                print(f"embedding: {seconds:.0f} s wall, {server_cpu:.0f} s CPU in the stand-in, "
+                      f"{figures['embedding']['client_cpu_s']:.0f} s in webqa; {windows} windows stored for "
+                      f"{selector.vector_space}; load average {load0:.1f} before")
             figures["embedding"]["chunks_per_s"] = round(embedded / seconds, 1) if embedded and seconds else None
             figures["embedding"]["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
             print(f"embedded {embedded} chunks in {seconds:.0f} s ({embedded / seconds:.1f}/s; load average "
@@ -1042,7 +1058,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "wall_s": round(time.perf_counter() - started, 1),
     })
     name = args.results_name or (f"recall-t{args.embed_max_tokens}" if args.embed_max_tokens else
-                                 f"recall-{weights}" if weights != EMBEDDING_MODEL else
+                                 f"{RESULTS_PREFIX}-{weights}" if weights != EMBEDDING_MODEL else
                                  RESULTS_PREFIX if db_path == DEVSET_DB.resolve() else f"recall-{db_path.stem}")
     path = common.save_result(name, figures, command=common.command_line(), machine=info)
     print(f"\nwrote {path.relative_to(common.REPO)} in {figures['wall_s']:.0f} s")

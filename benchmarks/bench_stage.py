@@ -1,8 +1,9 @@
 """Benchmark: the second stage and passages (issue 23), on the development corpora.
 
 Each variant is the product's own path (``jobs.evaluate.evaluate`` with a ``jobs.second_stage.SecondStage``):
-hybrid selection by the all-MiniLM stand-in (the first stage, ranked once per question and cached), then
-optionally the second stage over the top candidates, then the answerer's costing and packing. Per half
+hybrid selection by the all-MiniLM stand-in (the first stage, ranked once per question and cached;
+``--first-stage-model multilingual-e5-small`` for e5), then optionally the second stage over the top candidates,
+then the answerer's costing and packing. Per half
 (tune: choose; check: report) it prints answer-in-prompt at each budget, the paraphrased subset, where the
 rest was lost (not in pool / below cut / truncated), the median evidence tokens and sources, and the stage's
 seconds per question (first run: window vectors embedded; the cache makes later runs cheaper).
@@ -205,6 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--variants", default="base,p120,p80,p120-w0.3,p120-w0.5,e5-p120,e5-p120-w0.3,e5-p120-w0.5,e5-p120-w1")
     parser.add_argument("--budgets", default="1500,3000,6000")
     parser.add_argument("--candidates", type=int, default=40, help="how many of the first stage's best the stage scores")
+    parser.add_argument("--first-stage-model", choices=("all-minilm", E5), default=br.EMBEDDING_MODEL,
+                        help="the stand-in that ranks the pool (default all-minilm); with multilingual-e5-small, "
+                             "variants without e5 in their name score windows by e5 too (the first stage's model)"),
     parser.add_argument("--results-name", default=None)
     parser.add_argument("--db", type=Path, default=None, help="another copy of the devset database (e.g. to run two "
                         "variants at once: DuckDB lets one process open a file)")
@@ -234,12 +238,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     results: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
-        client = br.embedding_client(stack)
-        e5 = None
-        if any(p["stage"] and p["stage"]["embedding_model"] for p in parsed.values()):
+        client = br.embedding_client(stack, args.first_stage_model)
+        e5 = client if args.first_stage_model == E5 else None
+        if e5 is None and any(p["stage"] and p["stage"]["embedding_model"] for p in parsed.values()):
             e5 = br.embedding_client(stack, E5)
         store = stack.enter_context(RunStore.open(kind.db))
-        base = Selector(store.conn, embedder=client, embedding_model=br.EMBEDDING_MODEL, ensure_fts=store.load_fts)
+        base = Selector(store.conn, embedder=client, embedding_model=args.first_stage_model, ensure_fts=store.load_fts)
         base.embed_missing()
         selector = br._CachedSelector(base)
         print(f"{args.devset}: {len(devset.questions)} questions; budgets {budgets}")
@@ -287,7 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{_f(c['evidence_tokens_median'], 0):>6} {_f(c['sources_median'], 0):>4} "
                       f"{_f(r['stage_seconds']['median']):>6}  {losses['not in pool']} / {losses['below cut']} / "
                       f"{losses['truncated']}" + (f"  ({r['failed']} failed)" if r["failed"] else ""), flush=True)
-    path = common.save_result(args.results_name or f"stage-{args.devset}",
+    default_name = f"stage-{args.devset}" + ("" if args.first_stage_model == br.EMBEDDING_MODEL else "-e5")
+    path = common.save_result(args.results_name or default_name,
                               {"variants": results, "candidates": args.candidates,
                                "wall_s": round(time.perf_counter() - started, 1)},
                               command=common.command_line(), machine=common.machine_info())
