@@ -32,6 +32,7 @@ from jobs.errors import LLMError, WebqaError
 from jobs.extractive import content_words, stem
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for, vector_space
 from pipelines import defaults, search_index, vector_codes, vectors
+from pipelines.duckdb_connect import transaction
 from pipelines.vectors import embed_windows
 
 log = logging.getLogger(__name__)
@@ -345,7 +346,8 @@ class Selector:
     def _encode(self, dims: int) -> int | None:
         try:
             log.info("Encoding the %d-dimension vectors as binary codes (once) ...", dims)
-            vector_codes.rebuild(self.conn, dims)
+            with transaction(self.conn):  # interrupted halfway, a partial table would hide windows for good
+                vector_codes.rebuild(self.conn, dims)
         except duckdb.Error as exc:  # a read-only database: the exact scan
             log.info("Binary codes unavailable (%s); scanning exactly", exc)
             return None

@@ -164,6 +164,38 @@ def test_an_old_database_is_encoded_on_first_use_and_runs_repeat(tmp_path: Path,
         assert {q: _ranking(approx, q) for q in QUESTIONS} == first
 
 
+def test_a_codes_build_interrupted_halfway_leaves_no_partial_table(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(4)
+    with RunStore.open(tmp_path / "cut.duckdb") as store:
+        for step, url in enumerate(URLS):
+            record, chunks = _page(rng, url, step)
+            store.save_page(record, chunks, crawl_run_id=step)
+        exact = Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m", approximate=False, pool=5)
+        expected = _ranking(exact, "widget server port")
+        for dims in vectors.vector_table_dims(store.conn):
+            vector_codes.drop(store.conn, dims)
+        monkeypatch.setattr(vector_codes, "BUILD_BATCH", 2)  # many inserts, the second one interrupted
+        real, calls = vector_codes._insert, []
+
+        def cut(*args: object, **kwargs: object) -> None:
+            calls.append(1)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+            real(*args, **kwargs)
+
+        monkeypatch.setattr(vector_codes, "_insert", cut)
+        with pytest.raises(KeyboardInterrupt):
+            Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m", approximate=True).select("widget", "embedding")
+        monkeypatch.setattr(vector_codes, "_insert", real)
+        approx = Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m", approximate=True, pool=5)
+        assert _ranking(approx, "widget server port") == expected
+        for dims in vectors.vector_table_dims(store.conn):
+            counts = store.conn.execute(f"SELECT (SELECT count(*) FROM {vector_codes.codes_table(dims)}), "
+                                        f"(SELECT count(*) FROM {vectors.unit_vectors_table(dims)})").fetchone()
+            assert counts[0] == counts[1] > 0
+
+
 def test_the_size_threshold_keeps_small_corpora_on_the_exact_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     real = vector_codes.rank
