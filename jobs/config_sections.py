@@ -245,8 +245,8 @@ class SelectionConfig(StrictModel):
     )
     approximate: StrictBool = Field(
         False, description="embedding/hybrid with `scope: database` over 200,000 windows or more: a binary-code first "
-        "stage re-scored exactly, about 11x less CPU for the embedding leg at a million chunks (hybrid about 3x), at a measured loss (BENCHMARKS.md, "
-        "'Selection latency at 1,000,000 chunks'). Off: every window is scored exactly.",
+        "stage re-scored exactly, about 11x less CPU for the embedding leg at a million chunks (hybrid about 3x), "
+        "at a measured loss (BENCHMARKS.md, 'Selection latency at 1,000,000 chunks'). Off: every window is scored exactly.",
     )
     rerank: RerankConfig | None = Field(
         None, description="Off unless set: the answering model reorders the top candidates before packing (one "

@@ -29,6 +29,13 @@ class SpreadEmbedder:
         return out
 
 
+def _save_pages(store: RunStore, rng: random.Random) -> None:
+    """Every page of URLS, one crawl run each."""
+    for step, url in enumerate(URLS):
+        record, chunks = _page(rng, url, step)
+        store.save_page(record, chunks, crawl_run_id=step)
+
+
 def test_encode_sets_a_bit_per_positive_dimension() -> None:
     vectors_ = np.zeros((2, 70), dtype=np.float32)
     vectors_[0, [0, 3, 69]] = 0.5
@@ -123,9 +130,7 @@ def test_without_an_approximate_selection_no_codes_are_kept(tmp_path: Path) -> N
     # Off by default: a database whose selections never asked for the codes holds each vector once.
     rng = random.Random(11)
     with RunStore.open(tmp_path / "plain.duckdb") as store:
-        for step, url in enumerate(URLS):
-            record, chunks = _page(rng, url, step)
-            store.save_page(record, chunks, crawl_run_id=step)
+        _save_pages(store, rng)
         Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m").select("widget", "embedding")
         store.rebuild_fts()
         Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m").select("colours", "embedding")
@@ -137,9 +142,7 @@ def test_without_an_approximate_selection_no_codes_are_kept(tmp_path: Path) -> N
 def test_an_old_database_is_encoded_on_first_use_and_runs_repeat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(3)
     with RunStore.open(tmp_path / "old.duckdb") as store:
-        for step, url in enumerate(URLS):
-            record, chunks = _page(rng, url, step)
-            store.save_page(record, chunks, crawl_run_id=step)
+        _save_pages(store, rng)
         Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m").select("widget", "embedding")
         for dims in vectors.vector_table_dims(store.conn):  # as a database indexed before the codes existed
             vector_codes.drop(store.conn, dims)
@@ -168,9 +171,7 @@ def test_a_codes_build_interrupted_halfway_leaves_no_partial_table(tmp_path: Pat
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(4)
     with RunStore.open(tmp_path / "cut.duckdb") as store:
-        for step, url in enumerate(URLS):
-            record, chunks = _page(rng, url, step)
-            store.save_page(record, chunks, crawl_run_id=step)
+        _save_pages(store, rng)
         exact = Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m", approximate=False, pool=5)
         expected = _ranking(exact, "widget server port")
         for dims in vectors.vector_table_dims(store.conn):
@@ -202,9 +203,7 @@ def test_the_size_threshold_keeps_small_corpora_on_the_exact_scan(tmp_path: Path
     monkeypatch.setattr(vector_codes, "rank", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     rng = random.Random(5)
     with RunStore.open(tmp_path / "small.duckdb") as store:
-        for step, url in enumerate(URLS):
-            record, chunks = _page(rng, url, step)
-            store.save_page(record, chunks, crawl_run_id=step)
+        _save_pages(store, rng)
         selector = Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m", approximate=None)  # by size
         selector.select("widget", "embedding")
         assert calls == []
@@ -272,9 +271,7 @@ def test_keys_outlive_a_checkpoint_and_a_deleted_window_is_caught_not_scored(tmp
 def test_a_codes_table_from_before_its_keys_is_built_again(tmp_path: Path) -> None:
     rng = random.Random(13)
     with RunStore.open(tmp_path / "keyless.duckdb") as store:
-        for step, url in enumerate(URLS):
-            record, chunks = _page(rng, url, step)
-            store.save_page(record, chunks, crawl_run_id=step)
+        _save_pages(store, rng)
         exact = Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m", approximate=False, pool=5)
         ranking = _ranking(exact, "widget server port")
         table = vector_codes.codes_table(64)
