@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from fractions import Fraction
 from pathlib import Path
 
 import duckdb
@@ -86,23 +88,65 @@ def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
             raise
 
 
+# DuckDB shows its memory limit cut to one decimal of a binary unit ('3000MB' as '2.7 GiB') and offers no exact
+# reading: the limits webqa sets (set_memory_limit) are remembered by how DuckDB shows them.
+_SET_LIMITS: dict[str, str] = {}
+_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50,
+          "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+_BINARY = ("KiB", "MiB", "GiB", "TiB", "PiB")
+_SHOWN = "SELECT current_setting('memory_limit')"
+
+
+def limit_bytes(limit: str) -> tuple[int, int]:
+    """The bytes a limit as DuckDB takes or shows it ('2GB', '2.7 GiB') may stand for: [low, high). DuckDB shows
+    a limit in whole units of a 1024th of its unit, cut to a tenth ('2.7 GiB': 2,765 to 2,867 MiB); a limit
+    given in decimal units or bytes is exact."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*", limit)
+    if match is None or match[2] not in _UNITS:
+        raise ValueError(f"not a DuckDB memory limit: {limit!r}")
+    number, unit = Fraction(match[1]), _UNITS[match[2]]
+    if "." not in match[1] or unit < 1024 or match[2] not in _BINARY:
+        return math.ceil(number * unit), math.ceil(number * unit) + 1
+    part = unit // 1024
+    return math.ceil(number * 1024) * part, math.ceil((number + Fraction(1, 10)) * 1024) * part
+
+
+def set_memory_limit(conn: duckdb.DuckDBPyConnection, limit: str) -> None:
+    """SET memory_limit, remembered exactly (memory_limit() puts it back as given, not as DuckDB shows it)."""
+    conn.execute(f"SET memory_limit = '{limit}'")
+    _SET_LIMITS[conn.execute(_SHOWN).fetchone()[0]] = limit  # type: ignore[index]
+
+
 @contextmanager
 def memory_limit(conn: duckdb.DuckDBPyConnection, limit: str) -> Iterator[None]:
-    """DuckDB's memory_limit set to ``limit`` (e.g. '2GB') for the block, then put back as it was.
+    """DuckDB's memory_limit at most ``limit`` (e.g. '2GB') for the block, then put back as it was: a lower one
+    already set stays (and is not touched).
 
     DuckDB keeps the blocks it reads and writes cached up to its limit, 80% of the machine's memory by default:
     a build over a large database otherwise grows to most of the machine, whatever its slices or transactions.
     """
-    setting = "SELECT current_setting('memory_limit')"
-    previous = conn.execute(setting).fetchone()[0]  # type: ignore[index]
+    shown = conn.execute(_SHOWN).fetchone()[0]  # type: ignore[index]
+    previous = _SET_LIMITS.get(shown)
+    low = limit_bytes(previous)[0] if previous is not None else limit_bytes(shown)[0]
+    if low <= limit_bytes(limit)[0]:  # not provably above the build's limit: left as it is
+        yield
+        return
     conn.execute(f"SET memory_limit = '{limit}'")
     try:
         yield
     finally:
-        # DuckDB shows the limit rounded ('2.7 GiB'): the default is put back exactly, another one to 0.1 GiB.
-        conn.execute("RESET memory_limit")
-        if conn.execute(setting).fetchone()[0] != previous:  # type: ignore[index]
-            conn.execute(f"SET memory_limit = '{previous}'")
+        _restore_limit(conn, shown, previous)
+
+
+def _restore_limit(conn: duckdb.DuckDBPyConnection, shown: str, previous: str | None) -> None:
+    """Put back the limit DuckDB showed as ``shown``: as webqa set it (``previous``), else DuckDB's default when
+    it shows the same, else the fewest bytes shown the same (a limit set outside webqa: no exact reading exists)."""
+    if previous is not None:
+        conn.execute(f"SET memory_limit = '{previous}'")
+        return
+    conn.execute("RESET memory_limit")
+    if conn.execute(_SHOWN).fetchone()[0] != shown:  # type: ignore[index]
+        conn.execute(f"SET memory_limit = '{limit_bytes(shown)[0]}B'")
 
 
 def _rollback(conn: duckdb.DuckDBPyConnection) -> None:
