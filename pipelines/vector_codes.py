@@ -179,7 +179,9 @@ def rebuild(conn: duckdb.DuckDBPyConnection, dims: int) -> int:
 
 
 def drop(conn: duckdb.DuckDBPyConnection, dims: int) -> None:
-    conn.execute(f"DROP TABLE IF EXISTS {codes_table(dims)}; DROP SEQUENCE IF EXISTS {codes_table(dims)}_ids")
+    # The key sequence stays: keys of a rebuilt table continue it, so a cache loaded before (CodeCache) never
+    # meets its old keys on other windows with the same count and largest key.
+    conn.execute(f"DROP TABLE IF EXISTS {codes_table(dims)}")
 
 
 def delete_urls(conn: duckdb.DuckDBPyConnection, dims: int, urls: Sequence[str]) -> None:

@@ -281,3 +281,26 @@ def test_a_codes_table_from_before_its_keys_is_built_again(tmp_path: Path) -> No
         assert _ranking(approx, "widget server port") == ranking
         assert _twins_match(store) > 0
         assert store.conn.execute(f"SELECT count(*) FROM {table} WHERE id IS NULL").fetchone() == (0,)
+
+
+def test_keys_stay_unique_across_rebuilds_and_drops(tmp_path: Path) -> None:
+    # A rebuild (or a drop, then the first approximate question) restarted the keys at 1: a cache loaded before
+    # met the same count and largest key over other windows.
+    rng = random.Random(14)
+    with RunStore.open(tmp_path / "keys.duckdb") as store:
+        _save_pages(store, rng)
+        Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m", approximate=True).select("widget", "embedding")
+        (dims,) = vectors.vector_table_dims(store.conn)
+        table = vector_codes.codes_table(dims)
+        seen: list[list[int]] = []
+        for step in range(3):
+            seen.append([k for (k,) in store.conn.execute(f"SELECT id FROM {table} ORDER BY id").fetchall()])
+            if step == 0:
+                vector_codes.rebuild(store.conn, dims)
+            else:
+                vector_codes.drop(store.conn, dims)
+                Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m",
+                         approximate=True).select("widget", "embedding")
+        seen.append([k for (k,) in store.conn.execute(f"SELECT id FROM {table} ORDER BY id").fetchall()])
+        assert all(len(keys) == len(seen[0]) > 0 for keys in seen)
+        assert all(min(later) > max(earlier) for earlier, later in zip(seen, seen[1:]))
