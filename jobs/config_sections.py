@@ -244,8 +244,8 @@ class SelectionConfig(StrictModel):
         "embedding model's own (nomic-embed-text: 'search_document: '), '' for none. Changing it re-embeds.",
     )
     approximate: StrictBool = Field(
-        False, description="embedding/hybrid with `scope: database` over 200,000 windows or more: a binary-code first "
-        "stage re-scored exactly, about 11x less CPU for the embedding leg at a million chunks (hybrid about 3x), "
+        False, description="embedding/hybrid over 200,000 windows or more (in the database; a job's scope too): a "
+        "binary-code first stage re-scored exactly, about 11x less CPU for the embedding leg at a million chunks (hybrid about 3x), "
         "at a measured loss (BENCHMARKS.md, 'Selection latency at 1,000,000 chunks'). Off: every window is scored exactly.",
     )
     rerank: RerankConfig | None = Field(

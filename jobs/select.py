@@ -31,7 +31,7 @@ from jobs.embed_ahead import embedded_ahead
 from jobs.errors import LLMError, WebqaError
 from jobs.extractive import content_words, stem
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for, vector_space
-from pipelines import defaults, search_index, vector_codes, vectors
+from pipelines import defaults, search_index, search_scope, vector_codes, vectors
 from pipelines.duckdb_connect import transaction
 from pipelines.vectors import embed_windows
 
@@ -207,16 +207,19 @@ class Selector:
         self._ensure_fts = ensure_fts
         # Why embeddings cannot be used, when the caller already knows (e.g. the model is not pulled).
         self._embedding_error: str | None = embedding_unavailable
-        self._embedded_scopes: set[tuple[str, ...] | None] = set()
+        # Scopes whose windows all have vectors, by the index's generation: pages written since have new windows.
+        self._embedded_scopes: set[tuple[int, tuple[str, ...] | None]] = set()
         self._vector_tables: set[int] = set()  # vector lengths whose typed table is known to exist
         self._paged: bool | None = None  # whether any chunk is from a paged document (a PDF)
+        self._scope: search_scope.DocScope | None = None  # the last scope's docs, resolved once (docs_of)
+        self._urls: tuple[list[str], list[str]] | None = None  # the last urls asked with, and their sorted scope
 
     # -- public ---------------------------------------------------------------------------------
 
     def select(self, question: str, method: str, *, urls: Sequence[str] | None = None) -> Selection:
         if method not in METHODS:
             raise WebqaError(f"unknown selection method {method!r}; use one of {', '.join(METHODS)}")
-        scope = sorted(set(urls)) if urls else None
+        scope = self._sorted(urls)
         notice = None
         used = method
         if method in EMBEDDING_METHODS and not self._embeddings_usable(scope):
@@ -238,6 +241,23 @@ class Selector:
                 notice = f"{method} selection unavailable ({exc}); using bm25"
                 ranked = self.bm25(question, scope)
         return Selection(question, method, used, self._with_pages(_ranked(ranked)), notice)
+
+    def _sorted(self, urls: Sequence[str] | None) -> list[str] | None:
+        """The distinct urls sorted, the same list as the last question's when they are the same urls (sorting a
+        large scope per question cost more than a bm25 question: BENCHMARKS.md, "inside a job's scope")."""
+        if not urls:
+            return None
+        if self._urls is None or self._urls[0] != urls:
+            self._urls = (list(urls), sorted(set(urls)))
+        return self._urls[1]
+
+    def docs_of(self, scope: list[str] | None) -> search_scope.DocScope | None:
+        """The docs of ``scope`` (sorted, distinct urls), resolved once while the index's docs stay as they are:
+        every question of a run has the same scope. None for no scope."""
+        if scope is None:
+            return None
+        self._scope = search_scope.resolve(self.conn, scope, self._scope)
+        return self._scope
 
     def _with_pages(self, candidates: list[Candidate]) -> list[Candidate]:
         """The candidates with the page of those from PDFs, which their citations link to. A database without
@@ -295,8 +315,8 @@ class Selector:
             return []
         try:
             params = self.bm25_params
-            rows = search_index.bm25_rank(self.conn, question, scope, pool=self.pool, k1=params.k1, b=params.b,
-                                          heading_weight=params.heading_weight)
+            rows = search_index.bm25_rank(self.conn, question, self.docs_of(scope), pool=self.pool, k1=params.k1,
+                                          b=params.b, heading_weight=params.heading_weight)
         except duckdb.CatalogException:
             # No index tables: a database opened read-only before any webqa of this version wrote to it
             # (Store.fts_is_stale reports it, so `webqa crawl` builds them).
@@ -330,15 +350,17 @@ class Selector:
         ]
 
     def _approximate_rank(self, vector: list[float], scope: list[str] | None) -> list[tuple[Any, ...]] | None:
-        """The codes' ranking when it applies (whole corpus, enough windows, codes present), else None."""
-        if scope or self.approximate is False:
+        """The codes' ranking, inside the scope's docs, when it applies (enough windows, codes present), else None."""
+        if self.approximate is False:
             return None
         windows = self._codes.rows(self.conn, len(vector))
         if windows is None and (self.approximate or self._vector_count(len(vector)) >= APPROXIMATE_MIN_WINDOWS):
             windows = self._encode(len(vector))  # a database indexed before the codes existed
         if windows is None or (self.approximate is None and windows < APPROXIMATE_MIN_WINDOWS):
             return None
-        return vector_codes.rank(self.conn, self._codes, vector, self.vector_space, pool=self.pool)
+        docs = self.docs_of(scope)
+        return vector_codes.rank(self.conn, self._codes, vector, self.vector_space, pool=self.pool,
+                                 docs=None if docs is None or docs.whole else docs.docs)
 
     def _vector_count(self, dims: int) -> int:
         return int(self.conn.execute(f"SELECT count(*) FROM {vectors.unit_vectors_table(dims)}").fetchone()[0])  # type: ignore[index]
@@ -380,8 +402,9 @@ class Selector:
             return False
         if self._embedding_error:
             return False
-        key = tuple(scope) if scope else None
-        if key in self._embedded_scopes or None in self._embedded_scopes:
+        at = search_scope.generation()
+        key = (at, tuple(scope) if scope else None)
+        if key in self._embedded_scopes or (at, None) in self._embedded_scopes:
             return True
         try:
             self.embed_missing(scope)
@@ -401,7 +424,7 @@ class Selector:
         except LLMError as exc:
             self._embedding_error = str(exc)
             raise
-        self._embedded_scopes.add(tuple(sorted(set(scope))) if scope else None)
+        self._embedded_scopes.add((search_scope.generation(), tuple(sorted(set(scope))) if scope else None))
         return done
 
     def embed_missing(self, scope: list[str] | None = None, batch: int = 256, *,

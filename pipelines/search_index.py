@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from pipelines import languages, schema, vectors
+from pipelines import languages, schema, search_scope, vectors
 from pipelines.errors import StoreError
 from pipelines.sql import insert_rows, table_exists
 
@@ -227,25 +227,38 @@ SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score::D
 FROM top JOIN chunks c USING (chunk_id)
 ORDER BY top.score DESC, top.url, top.ordinal
 """
-BM25_SQL = f"""{_QUESTION_TERMS}
+_SCOPED_SQL = f"""{_QUESTION_TERMS}
 scored AS MATERIALIZED (
     SELECT h.doc, {_SCORE}
     FROM bm25_postings h JOIN qterms q USING (term), stats st
-    -- A hash join on the scope's urls: list_contains per doc grows with the scope (BENCHMARKS.md, "inside a job's scope").
-    WHERE $urls IS NULL OR h.doc IN (SELECT doc FROM selection_docs WHERE url IN (SELECT unnest($urls)))
+    WHERE {{scope}}
     GROUP BY h.doc
 ),{_POOL}"""
+# The scope as urls ($urls, NULL: every doc), found per question by a hash join (list_contains per doc grows with
+# the scope); selection resolves a run's scope once instead (bm25_sql with a DocScope; BENCHMARKS.md, "inside a
+# job's scope").
+BM25_SQL = _SCOPED_SQL.replace(
+    "{scope}", "$urls IS NULL OR h.doc IN (SELECT doc FROM selection_docs WHERE url IN (SELECT unnest($urls)))")
+
+
+def bm25_sql(scope: search_scope.DocScope) -> str:
+    """BM25_SQL over the docs of a resolved scope (every doc: no filter)."""
+    return _SCOPED_SQL.replace("{scope}", scope.where("h.doc"))
+
+
 # The question's indexed terms with their idf and document frequency, the commonest first (BM25_PRUNED_SQL).
 BM25_TERMS_SQL = f"{_QUESTION_TERMS.rstrip(',')}\nSELECT term, idf, df FROM qterms ORDER BY idf, term"
 # BM25_SQL for the question's terms bound as lists (``$terms`` with ``$idfs`` from BM25_TERMS_SQL), summing in
 # full only the docs that hold one of the ``$essential`` terms: the other terms' postings are read for those
 # docs alone (bm25_rank says when that ranks exactly as BM25_SQL).
-BM25_PRUNED_SQL = f"""
+_PRUNED_SQL = f"""
 WITH qterms AS (SELECT unnest($terms) AS term, unnest($idfs) AS idf, unnest($essential) AS essential),
 stats AS (SELECT sum(total_len) / sum(docs) AS avgdl FROM bm25_stats),
-candidates AS (SELECT DISTINCT doc FROM bm25_postings WHERE term IN (SELECT term FROM qterms WHERE essential)),
+candidates AS (SELECT DISTINCT doc FROM bm25_postings WHERE term IN (SELECT term FROM qterms WHERE essential)
+                AND {{scope}}),
 hits AS (
     SELECT term, doc, tf_heading, tf_text, len FROM bm25_postings WHERE term IN (SELECT term FROM qterms WHERE essential)
+    AND {{scope}}
     UNION ALL
     SELECT term, doc, tf_heading, tf_text, len FROM bm25_postings
     WHERE term IN (SELECT term FROM qterms WHERE NOT essential) AND doc IN (SELECT doc FROM candidates)
@@ -255,6 +268,13 @@ scored AS MATERIALIZED (
     FROM hits h JOIN qterms q USING (term), stats st
     GROUP BY h.doc
 ),{_POOL}"""
+BM25_PRUNED_SQL = _PRUNED_SQL.replace("{scope}", "TRUE")
+
+
+def bm25_pruned_sql(scope: search_scope.DocScope | None) -> str:
+    """BM25_PRUNED_SQL with the essential terms' postings of a resolved scope's docs only (the others' are read
+    for those docs alone)."""
+    return BM25_PRUNED_SQL if scope is None or scope.whole else _PRUNED_SQL.replace("{scope}", scope.where("doc"))
 
 
 def load_fts(conn: duckdb.DuckDBPyConnection) -> None:
@@ -284,6 +304,7 @@ def index_pages(conn: duckdb.DuckDBPyConnection, urls: "Sequence[str] | UrlSlice
     embed_key): docs, postings, and the unit vectors of windows whose vectors are cached. Needs the fts
     extension loaded (``load_fts``).
     """
+    search_scope.changed()
     if urls is not None and not isinstance(urls, UrlSlice):
         if not urls:
             return
@@ -357,6 +378,7 @@ def url_slices(conn: duckdb.DuckDBPyConnection, size: int) -> list[UrlSlice]:
 def rebuild(conn: duckdb.DuckDBPyConnection) -> None:
     """Rebuild every selection index from the stored chunks; run it in one transaction (docs are renumbered).
     In slices of ``REBUILD_SLICE_CHUNKS`` chunks, so its memory does not grow with the corpus."""
+    search_scope.changed()
     for statement in CLEAR_INDEX:
         conn.execute(statement)
     pieces = url_slices(conn, REBUILD_SLICE_CHUNKS)
@@ -448,30 +470,44 @@ def keyword_rank(conn: duckdb.DuckDBPyConnection, keywords: Sequence[str], scope
     ).fetchall()
 
 
-def bm25_rank(conn: duckdb.DuckDBPyConnection, question: str, scope: Sequence[str] | None, *, pool: int,
+def bm25_rank(conn: duckdb.DuckDBPyConnection, question: str,
+              scope: Sequence[str] | search_scope.DocScope | None, *, pool: int,
               k1: float, b: float, heading_weight: float) -> list[tuple[Any, ...]]:
     """BM25_SQL's rows, best first: (chunk_id, url, heading_path, text, token_estimate, score, ordinal).
 
-    Unscoped, in an index of PRUNE_MIN_DOCS docs or more, the common terms' postings are summed only for docs holding a rarer term when that is proven
-    to give the same rows (``_pruned_rank``). Raises duckdb.CatalogException when the index tables are missing.
+    ``scope``: urls, or their docs resolved once (``search_scope.resolve``). Unscoped or by resolved docs, in an
+    index of PRUNE_MIN_DOCS docs or more, the common terms' postings are summed only for docs holding a rarer term
+    when that is proven to give the same rows (``_pruned_rank``). Raises duckdb.CatalogException when the index
+    tables are missing.
     """
     # The stemmers the indexed chunks were indexed with, and their docs: the question is stemmed in its language
     # among them (pipelines/languages.py question_stemmer; English when the index holds only English).
     stats = conn.execute("SELECT lang, docs FROM bm25_stats WHERE docs > 0 ORDER BY 1").fetchall()
     lang = languages.question_stemmer(question, [name for name, _ in stats])
     params = {"pool": pool, "k1": k1, "b": b, "heading_weight": heading_weight}
-    # Scoped questions are not pruned: finding the scope's docs is most of their cost, and a pruned try pays it again
-    # (BENCHMARKS.md, "inside a job's scope").
-    if scope is None and sum(n for _, n in stats) >= PRUNE_MIN_DOCS and k1 >= 0 and 0 <= b <= 1 and heading_weight >= 0:
-        rows = _pruned_rank(conn, conn.execute(BM25_TERMS_SQL, {"q": question, "lang": lang}).fetchall(), params)
+    docs = scope if isinstance(scope, search_scope.DocScope) else None
+    # Scoped by urls, questions are not pruned: finding the scope's docs is most of their cost, and a pruned try
+    # pays it again. By resolved docs, below PRUNE_MIN_SCOPE of them neither: the scope's filter already leaves
+    # few postings to sum (BENCHMARKS.md, "inside a job's scope").
+    scoped = docs is not None and not docs.whole
+    if ((scope is None or docs is not None) and (not scoped or docs.fraction >= PRUNE_MIN_SCOPE)  # type: ignore[union-attr]
+            and sum(n for _, n in stats) >= PRUNE_MIN_DOCS and k1 >= 0 and 0 <= b <= 1 and heading_weight >= 0):
+        terms = conn.execute(BM25_TERMS_SQL, {"q": question, "lang": lang}).fetchall()
+        rows = _pruned_rank(conn, terms, params, docs)
         if rows is not None:
             return rows
+    if docs is not None:
+        return conn.execute(bm25_sql(docs), {"q": question, "lang": lang, **params}).fetchall()
     return conn.execute(BM25_SQL, {"q": question, "urls": scope, "lang": lang, **params}).fetchall()
 
 
 # Below this many docs pruning costs more than it saves: its own query for the terms, and the fixed cost of a
 # second query, against fewer postings to sum (BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
 PRUNE_MIN_DOCS = 300_000
+# The share of the docs from which a scoped question is pruned: below it the full query, filtered by the scope's
+# docs, sums fewer postings than the pruned one reads (at 1M, 10%: 41 against 41 ms CPU, p95 88 against 121;
+# 30%: 68 against 61; BENCHMARKS.md, "inside a job's scope").
+PRUNE_MIN_SCOPE = 0.2
 
 
 # MaxScore: a term adds at most idf × (k1 + 1) to a doc's score (tf·(k1 + 1) / (tf + K) < k1 + 1 for K ≥ 0, that
@@ -483,22 +519,26 @@ def _bound(terms: Sequence[tuple[Any, ...]], k1: float) -> float:
     return sum(idf for _, idf, _ in terms) * (k1 + 1) * (1 + 1e-9) + 1e-12
 
 
-def _pruned_rank(conn: duckdb.DuckDBPyConnection, terms: Sequence[tuple[Any, ...]],
-                 params: dict[str, Any]) -> list[tuple[Any, ...]] | None:
-    """BM25_SQL's rows for the question's ``terms`` (BM25_TERMS_SQL: term, idf, df; commonest first), or None
-    when pruning cannot be proven exact (BM25_SQL then ranks). First the rarest terms holding ``pool`` docs
-    are essential; if the bound fails, the pool-th score found makes a bound that holds for fewer common terms."""
+def _pruned_rank(conn: duckdb.DuckDBPyConnection, terms: Sequence[tuple[Any, ...]], params: dict[str, Any],
+                 scope: search_scope.DocScope | None = None) -> list[tuple[Any, ...]] | None:
+    """BM25_SQL's rows for the question's ``terms`` (BM25_TERMS_SQL: term, idf, df; commonest first) among the
+    docs of ``scope`` (None: every doc), or None when pruning cannot be proven exact (BM25_SQL then ranks). First
+    the rarest terms holding about ``pool`` docs of the scope are essential (their df scaled by the scope's share
+    of the docs); if the bound fails, the pool-th score found makes a bound that holds for fewer common terms.
+    The bound is the same inside a scope: a doc of the scope without an essential term scores at most it."""
     if not terms:
         return []
     pool, k1 = params["pool"], params["k1"]
-    common, held = len(terms), 0
+    share = 1.0 if scope is None else scope.fraction
+    common, held = len(terms), 0.0
     while common > 0 and held < pool:
         common -= 1
-        held += terms[common][2]
+        held += terms[common][2] * share
+    sql = bm25_pruned_sql(scope)
     for _ in range(2):
         if common == 0:
             return None
-        rows = conn.execute(BM25_PRUNED_SQL, {"terms": [t[0] for t in terms], "idfs": [t[1] for t in terms],
+        rows = conn.execute(sql, {"terms": [t[0] for t in terms], "idfs": [t[1] for t in terms],
                                               "essential": [i >= common for i in range(len(terms))], **params}).fetchall()
         if len(rows) < pool:
             return None

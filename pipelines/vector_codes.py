@@ -212,6 +212,24 @@ class CodeCache:
 
     def __init__(self) -> None:
         self._loaded: dict[tuple[int, str | None], _Codes] = {}
+        # The last scope's codes: (the loaded codes and the scope's docs they were cut for, the scope's codes
+        # and their positions among all). Cut once per run's scope, again only when either changes.
+        self._scoped: tuple[_Codes, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def scoped(self, loaded: _Codes, docs: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """The codes of the windows of ``docs`` (sorted doc ids; None: every window) as words × n, and their
+        positions in ``loaded`` (None: all of them, in order)."""
+        if docs is None:
+            return loaded.codes, None
+        kept = self._scoped
+        if kept is None or kept[0] is not loaded or kept[1] is not docs:
+            mask = np.isin(loaded.docs, docs)
+            if mask.all():
+                return loaded.codes, None
+            positions = np.flatnonzero(mask)
+            kept = (loaded, docs, np.ascontiguousarray(loaded.codes[:, positions]), positions)
+            self._scoped = kept
+        return kept[2], kept[3]
 
     def rows(self, conn: duckdb.DuckDBPyConnection, dims: int) -> int | None:
         """Rows in the codes table (every model), or None when the table is missing (or from before its keys)."""
@@ -244,15 +262,19 @@ _CHUNKS = "SELECT chunk_id, url, heading_path, text, token_estimate, ordinal FRO
 
 
 def rank(conn: duckdb.DuckDBPyConnection, cache: CodeCache, vector: Sequence[float], model: str | None, *,
-         pool: int, windows: int | None = None) -> list[tuple[Any, ...]] | None:
+         pool: int, windows: int | None = None, docs: np.ndarray | None = None) -> list[tuple[Any, ...]] | None:
     """The chunks best matching the unit-length ``vector`` by their best window, as pipelines.vectors.rank
-    returns them, from the ``windows`` nearest codes re-scored exactly. None when those windows hold fewer
-    than ``pool`` chunks (the caller scans exactly)."""
+    returns them, from the ``windows`` nearest codes re-scored exactly; only windows of ``docs`` (sorted doc ids
+    of a scope; None: every window). None when those windows hold fewer than ``pool`` chunks (the caller scans
+    exactly)."""
     windows = windows or RESCORE_WINDOWS
     query = np.asarray(vector, dtype=np.float32)
     for reload in (False, True):  # once more from a fresh load when the cached keys no longer match
         loaded = cache.get(conn, len(vector), model, reload=reload)
-        order = first_stage(loaded.codes, query, windows, max(windows, WIDE_WINDOWS))
+        codes, positions = cache.scoped(loaded, docs)
+        order = first_stage(codes, query, windows, max(windows, WIDE_WINDOWS))
+        if positions is not None:
+            order = positions[order]  # in the same order: positions ascend as the scope's codes do
         if not len(order):
             return []
         got = _fetch(conn, loaded, order, model, len(vector))

@@ -81,6 +81,8 @@ READS = {
     "pipelines/vectors.py": {"crawl", "search"},
     # The codes are twins of the unit vectors; the approximate stage returns the pool's chunks like vectors.py.
     "pipelines/vector_codes.py": {"vectors", "crawl", "search"},
+    # A run's scope resolved once into the docs the rankings filter by (a temporary table of its own).
+    "pipelines/search_scope.py": {"search"},
     "jobs/runstore.py": {"crawl"},
 }
 _TABLE = r"(?P<table>[a-z0-9_]+?)(?:<dims>|\{[^}]*\})?\b"

@@ -181,8 +181,8 @@ def test_a_database_of_schema_10_gets_its_statistics_counted_without_a_full_buil
 def test_pruned_bm25_returns_exactly_the_full_rows_and_prunes_often(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Questions mixing rare and common words, pools cut inside ties: the pruned ranking (MaxScore) equals
-    BM25_SQL's rows, scores included, whether its bound held at the first try, the second, or not at all. Scoped
-    questions (a job's selection, a few to all of the pages) take BM25_SQL alone: finding the scope costs more."""
+    BM25_SQL's rows, scores included, whether its bound held at the first try, the second, or not at all. Questions
+    scoped by urls take BM25_SQL alone (a scope resolved into docs is pruned too: tests/pipelines/test_search_scope.py)."""
     monkeypatch.setattr(search_index, "PRUNE_MIN_DOCS", 1)  # pruned from the first doc on (300,000 in the product)
     rng = random.Random(11)
     vocab = [f"w{i}" for i in range(40)]

@@ -283,6 +283,46 @@ def test_a_codes_table_from_before_its_keys_is_built_again(tmp_path: Path) -> No
         assert store.conn.execute(f"SELECT count(*) FROM {table} WHERE id IS NULL").fetchone() == (0,)
 
 
+def test_the_codes_rank_inside_a_scope_as_the_scoped_exact_scan_and_follow_page_writes(tmp_path: Path,
+                                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(12)
+    calls: list[int] = []
+    real = vector_codes.rank
+    monkeypatch.setattr(vector_codes, "rank", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    with RunStore.open(tmp_path / "scoped.duckdb") as store:
+        _save_pages(store, rng)
+        exact = Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m", approximate=False, pool=6)
+        approx = Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m", approximate=True, pool=6)
+
+        def both(scope: list[str]) -> None:
+            for question in QUESTIONS:  # every window of the scope re-scored: the same ranking, scores included
+                expected = _ranking_in(exact, question, scope)
+                assert _ranking_in(approx, question, scope) == expected and expected, (question, scope)
+
+        for scope in (URLS[:1], URLS[2:7], URLS[:-1], URLS):
+            both(scope)
+        assert len(calls) == 4 * len(QUESTIONS)
+        # Pages of the scope written between questions (new windows and codes, new docs): never the stale mask.
+        scope = URLS[3:9]
+        both(scope)
+        for step, url in enumerate(scope[:3]):
+            record, chunks = _page(rng, url, 50 + step)
+            store.save_page(record, chunks, crawl_run_id=50 + step)
+        store.delete_page(scope[4])
+        both(scope)
+        # A first stage narrower than the scope: only the scope's chunks, the same every time.
+        monkeypatch.setattr(vector_codes, "RESCORE_WINDOWS", 8)
+        first = {q: _ranking_in(approx, q, scope) for q in QUESTIONS}
+        assert {c.url for q in QUESTIONS for c in approx.select(q, "embedding", urls=scope).candidates} <= set(scope)
+        again = Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m", approximate=True, pool=6)
+        assert {q: _ranking_in(again, q, scope) for q in QUESTIONS} == first
+        assert len(calls) > 4 * len(QUESTIONS) + 3 * len(QUESTIONS)
+
+
+def _ranking_in(selector: Selector, question: str, scope: list[str]) -> list[tuple[str, float]]:
+    return [(c.chunk_id, round(c.score, 5)) for c in selector.select(question, "embedding", urls=scope).candidates]
+
+
 def test_keys_stay_unique_across_rebuilds_and_drops(tmp_path: Path) -> None:
     # A rebuild (or a drop, then the first approximate question) restarted the keys at 1: a cache loaded before
     # met the same count and largest key over other windows.
