@@ -259,6 +259,14 @@ class Selector:
         self._scope = search_scope.resolve(self.conn, scope, self._scope)
         return self._scope
 
+    def _covers_all(self, scope: list[str] | None) -> bool:
+        """Whether the scope holds every indexed doc (its windows are then looked for without a filter)."""
+        try:
+            docs = self.docs_of(scope)
+        except duckdb.CatalogException:  # no index tables yet: the bm25 leg says so
+            return False
+        return docs is not None and docs.whole
+
     def _with_pages(self, candidates: list[Candidate]) -> list[Candidate]:
         """The candidates with the page of those from PDFs, which their citations link to. A database without
         paged chunks (asked once) costs no query per question."""
@@ -407,7 +415,7 @@ class Selector:
         if key in self._embedded_scopes or (at, None) in self._embedded_scopes:
             return True
         try:
-            self.embed_missing(scope)
+            self.embed_missing(None if self._covers_all(scope) else scope)
         except LLMError as exc:
             self._embedding_error = str(exc)
             log.warning("Embedding selection unavailable: %s", exc)

@@ -264,7 +264,9 @@ def drop_vector_tables(conn: duckdb.DuckDBPyConnection) -> None:
 
 # -- the vector cache (jobs/select.py Selector.embed_missing) ------------------------------------
 
-_SCOPE = "($urls IS NULL OR list_contains($urls, url))"
+# A hash join on the scope's urls: list_contains per chunk grows with the scope (3.5-12 s CPU for 10-100% of the
+# urls at 1M; BENCHMARKS.md, "inside a job's scope").
+_SCOPE = "($urls IS NULL OR url IN (SELECT unnest($urls)))"
 
 
 def add_windows(conn: duckdb.DuckDBPyConnection, scope: Sequence[str] | None) -> list[str]:
@@ -317,7 +319,7 @@ def windows_without_vectors(conn: duckdb.DuckDBPyConnection, scope: Sequence[str
         SELECT w.window_key, arg_min(w.part, c.embed_key), arg_min(c.heading_path, c.embed_key),
                arg_min(c.text, c.embed_key)
         FROM chunk_windows w JOIN chunks c USING (embed_key)
-        WHERE w.scheme = $scheme AND ($urls IS NULL OR list_contains($urls, c.url))
+        WHERE w.scheme = $scheme AND ($urls IS NULL OR c.url IN (SELECT unnest($urls)))
           AND w.window_key IN (SELECT unnest($keys))
         GROUP BY w.window_key ORDER BY w.window_key
         """,

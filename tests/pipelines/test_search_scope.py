@@ -111,3 +111,24 @@ def test_a_scope_is_resolved_once_per_run_and_again_after_pages_are_written(tmp_
         # Another scope (another job's questions) is resolved for itself.
         _asked(selector, "w0", URLS[:3])
         assert len(resolved) == 3
+
+
+def test_a_scope_of_every_page_looks_for_unembedded_windows_without_a_filter(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # A job whose pages are the whole database paid a filter of every chunk by its url list (12 s CPU at 1M).
+    from pipelines import vectors
+    from tests.support.index_pages import VocabEmbedder
+
+    asked: list[Any] = []
+    real = vectors.windows_without_vectors
+    monkeypatch.setattr(vectors, "windows_without_vectors", lambda conn, scope, model: asked.append(scope) or real(
+        conn, scope, model))
+    rng = random.Random(9)
+    with RunStore.open(tmp_path / "all.duckdb") as store:
+        _zipf_pages(store, rng, URLS[:20])
+        stored = [u for (u,) in store.conn.execute("SELECT DISTINCT url FROM selection_docs ORDER BY url").fetchall()]
+        every = Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m", ensure_fts=store.load_fts)
+        some = Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m", ensure_fts=store.load_fts)
+        assert every.select("w0", "hybrid", urls=stored).method_used == "hybrid"
+        assert some.select("w0", "hybrid", urls=stored[:3]).method_used == "hybrid"
+    assert asked == [None, stored[:3]]
