@@ -129,6 +129,12 @@ class QuestionAnswerer:
         self.reranker = Reranker(llm, settings.rerank, model=settings.model) if settings.rerank else None
         self.stage = SecondStage(selector, settings.stage) if settings.stage else None
         self._stage_notice_given = False
+        self._checked: tuple[tuple[str, ...], list[str]] | None = None  # the job's scope, already checked
+
+    def checked_scope(self, urls: tuple[str, ...], stored: list[str]) -> None:
+        """``urls`` (the job's default scope) are known to be the stored ``stored``: questions asked with them
+        are not checked against the pages again (a scan of the pages per question)."""
+        self._checked = (urls, stored)
 
     def switch_to_extractive(self, reason: str) -> None:
         self.answerer = "extractive"
@@ -186,6 +192,8 @@ class QuestionAnswerer:
     def _scope(self, spec: QuestionSpec) -> list[str] | None | str:
         if not spec.urls:
             return None
+        if self._checked is not None and (spec.urls is self._checked[0] or spec.urls == self._checked[0]):
+            return self._checked[1]  # the same list for every question: the selector's scope stays resolved
         stored = self.store.stored_urls(spec.urls)
         if not stored:
             return f"question {spec.id}: none of its urls were crawled ({', '.join(spec.urls)}); add them to the job's urls"

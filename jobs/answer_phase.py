@@ -127,6 +127,8 @@ def answer_questions(run: Run, store: RunStore, answerer: QuestionAnswerer, out_
     assert run_id is not None
     _make_out_dir(out_dir)
     default_urls = tuple(scope) if scope is not None else None
+    if default_urls is not None:
+        answerer.checked_scope(default_urls, list(default_urls))  # answer_all checked them against the pages
     specs = [QuestionSpec(q.id, q.question, stored_form(q.urls) or default_urls, parse_type(q.type), q.kind)
              for q in job.questions]
     changes = None if options.dry_run else ChangeTracker(store, answerer.db_lock, run_id, previous_run_id)

@@ -211,8 +211,7 @@ class Selector:
         self._embedded_scopes: set[tuple[int, tuple[str, ...] | None]] = set()
         self._vector_tables: set[int] = set()  # vector lengths whose typed table is known to exist
         self._paged: bool | None = None  # whether any chunk is from a paged document (a PDF)
-        self._scope: search_scope.DocScope | None = None  # the last scope's docs, resolved once (docs_of)
-        self._urls: tuple[list[str], list[str]] | None = None  # the last urls asked with, and their sorted scope
+        self._scopes = search_scope.Scopes(conn)  # the last scopes' docs, each resolved once (docs_of)
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -243,21 +242,13 @@ class Selector:
         return Selection(question, method, used, self._with_pages(_ranked(ranked)), notice)
 
     def _sorted(self, urls: Sequence[str] | None) -> list[str] | None:
-        """The distinct urls sorted, the same list as the last question's when they are the same urls (sorting a
-        large scope per question cost more than a bm25 question: BENCHMARKS.md, "inside a job's scope")."""
-        if not urls:
-            return None
-        if self._urls is None or self._urls[0] != urls:
-            self._urls = (list(urls), sorted(set(urls)))
-        return self._urls[1]
+        """The distinct urls sorted, the same list for the same urls (search_scope.Scopes.sorted)."""
+        return self._scopes.sorted(urls) if urls else None
 
     def docs_of(self, scope: list[str] | None) -> search_scope.DocScope | None:
         """The docs of ``scope`` (sorted, distinct urls), resolved once while the index's docs stay as they are:
         every question of a run has the same scope. None for no scope."""
-        if scope is None:
-            return None
-        self._scope = search_scope.resolve(self.conn, scope, self._scope)
-        return self._scope
+        return None if scope is None else self._scopes.docs(scope)
 
     def _covers_all(self, scope: list[str] | None) -> bool:
         """Whether the scope holds every indexed doc (its windows are then looked for without a filter)."""

@@ -302,9 +302,18 @@ def index_pages(conn: duckdb.DuckDBPyConnection, urls: "Sequence[str] | UrlSlice
     Removes whatever the index held for those pages and indexes ``rows``, their chunks as just written
     (chunks-table order: chunk_id, url, ordinal, heading_path, text, token_estimate, content_hash,
     embed_key): docs, postings, and the unit vectors of windows whose vectors are cached. Needs the fts
-    extension loaded (``load_fts``).
+    extension loaded (``load_fts``). Scopes resolved before it ends (or, in a transaction, before its commit) are
+    stale after (pipelines/search_scope.py).
     """
-    search_scope.changed()
+    search_scope.changed(conn)
+    try:
+        _index_pages(conn, urls, rows)
+    finally:
+        search_scope.changed(conn)
+
+
+def _index_pages(conn: duckdb.DuckDBPyConnection, urls: "Sequence[str] | UrlSlice | None",
+                 rows: Sequence[Sequence[Any]]) -> None:
     if urls is not None and not isinstance(urls, UrlSlice):
         if not urls:
             return
@@ -378,7 +387,14 @@ def url_slices(conn: duckdb.DuckDBPyConnection, size: int) -> list[UrlSlice]:
 def rebuild(conn: duckdb.DuckDBPyConnection) -> None:
     """Rebuild every selection index from the stored chunks; run it in one transaction (docs are renumbered).
     In slices of ``REBUILD_SLICE_CHUNKS`` chunks, so its memory does not grow with the corpus."""
-    search_scope.changed()
+    search_scope.changed(conn)
+    try:
+        _rebuild(conn)
+    finally:
+        search_scope.changed(conn)
+
+
+def _rebuild(conn: duckdb.DuckDBPyConnection) -> None:
     for statement in CLEAR_INDEX:
         conn.execute(statement)
     pieces = url_slices(conn, REBUILD_SLICE_CHUNKS)
@@ -505,8 +521,7 @@ def bm25_rank(conn: duckdb.DuckDBPyConnection, question: str,
 # second query, against fewer postings to sum (BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
 PRUNE_MIN_DOCS = 300_000
 # The share of the docs from which a scoped question is pruned: below it the full query, filtered by the scope's
-# docs, sums fewer postings than the pruned one reads (at 1M, 10%: 41 against 41 ms CPU, p95 88 against 121;
-# 30%: 68 against 61; BENCHMARKS.md, "inside a job's scope").
+# docs, sums fewer postings than the pruned one reads (BENCHMARKS.md, "inside a job's scope").
 PRUNE_MIN_SCOPE = 0.2
 
 

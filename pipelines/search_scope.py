@@ -7,13 +7,16 @@ or the docs outside it when those are fewer), and as a sorted array the approxim
 codes by. A scope holding every doc filters nothing: the unscoped rankings, at their speed.
 
 A resolved scope is valid while the index's docs are unchanged: ``generation()`` counts the writes of
-``selection_docs`` in this process (pipelines/search_index.py calls ``changed()`` before each), and DuckDB lets
-no other process write a file this one has open.
+``selection_docs`` in this process. pipelines/search_index.py calls ``changed(conn)`` before and after each
+write, and pipelines/duckdb_connect.py ``transaction`` calls ``settled(conn)`` after the COMMIT (or ROLLBACK)
+of a transaction that wrote them, so a scope resolved while a write was not yet committed (it saw the old
+docs) is stale from the commit on. DuckDB lets no other process write a file this one has open.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,13 +24,25 @@ import duckdb
 import numpy as np
 
 _generation = 0
+_writing: set[int] = set()  # ids of connections that wrote the index since their last COMMIT or ROLLBACK
 _names = itertools.count(1)
+# Scopes kept resolved per connection: a job's questions may name their own urls between those of the job's scope.
+KEPT_SCOPES = 8
 
 
-def changed() -> None:
-    """The index's docs are about to change: every scope resolved before is stale."""
+def changed(conn: object) -> None:
+    """The index's docs change on ``conn``: every scope resolved before is stale, and again at its commit."""
     global _generation
     _generation += 1
+    _writing.add(id(conn))
+
+
+def settled(conn: object) -> None:
+    """``conn`` committed or rolled back: scopes resolved while its write was open are stale."""
+    global _generation
+    if id(conn) in _writing:
+        _writing.discard(id(conn))
+        _generation += 1
 
 
 def generation() -> int:
@@ -38,7 +53,7 @@ def generation() -> int:
 class DocScope:
     """The docs of the pages ``urls`` in the index of ``generation``."""
 
-    urls: Sequence[str]  # as resolved (the caller's list, not copied: selection passes the same one per run)
+    urls: tuple[str, ...]  # as resolved
     docs: np.ndarray  # the scope's doc ids, sorted (int64)
     total: int  # docs in the index
     table: str | None  # temp table of doc ids: the scope's (``inside``) or the rest's; None: every doc is in scope
@@ -60,19 +75,24 @@ class DocScope:
         return f"{column} {'' if self.inside else 'NOT '}IN (SELECT doc FROM temp.{self.table})"
 
     def current(self, urls: Sequence[str]) -> bool:
-        return self.generation == _generation and (self.urls is urls or list(self.urls) == list(urls))
+        return self.generation == _generation and (self.urls is urls or self.urls == tuple(urls))
+
+
+def _drop(conn: duckdb.DuckDBPyConnection, scope: DocScope | None) -> None:
+    if scope is not None and scope.table is not None:
+        conn.execute(f"DROP TABLE IF EXISTS temp.{scope.table}")
 
 
 def resolve(conn: duckdb.DuckDBPyConnection, urls: Sequence[str], previous: DocScope | None = None) -> DocScope:
-    """The docs of ``urls`` (sorted, distinct) now; ``previous`` (this connection's last scope) is reused when
+    """The docs of ``urls`` (sorted, distinct) now; ``previous`` (the same urls resolved before) is reused when
     still current, else its temporary table is replaced."""
     if previous is not None and previous.current(urls):
         return previous
-    if previous is not None and previous.table is not None:
-        conn.execute(f"DROP TABLE IF EXISTS temp.{previous.table}")
+    _drop(conn, previous)
     at = _generation
-    # Read by DuckDB's replacement scan: binding tens of thousands of urls as a list took seconds.
-    scope_urls = {"url": np.asarray(list(urls), dtype=object)}  # noqa: F841
+    urls = tuple(urls)
+    # Read by DuckDB's replacement scan: a bound list of urls is copied and scanned per row.
+    scope_urls = {"url": np.asarray(urls, dtype=object)}  # noqa: F841
     docs = np.sort(np.asarray(conn.execute(
         "SELECT s.doc FROM selection_docs s SEMI JOIN scope_urls u ON s.url = u.url").fetchnumpy()["doc"], dtype=np.int64))
     total = int(conn.execute("SELECT count(*) FROM selection_docs").fetchone()[0])  # type: ignore[index]
@@ -85,3 +105,31 @@ def resolve(conn: duckdb.DuckDBPyConnection, urls: Sequence[str], previous: DocS
     conn.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT s.doc FROM selection_docs s "
                  f"{join} JOIN scope_urls u ON s.url = u.url ORDER BY s.doc")
     return DocScope(urls, docs, total, table, inside, at)
+
+
+class Scopes:
+    """One connection's scopes, the KEPT_SCOPES last asked: each resolved once while the index stays as it is."""
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:
+        self.conn = conn
+        self._sorted: OrderedDict[tuple[str, ...], list[str]] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, ...], DocScope] = OrderedDict()
+
+    def sorted(self, urls: Sequence[str]) -> list[str]:
+        """The distinct urls sorted: the same list for the same urls (a large scope sorted per question cost more
+        than a bm25 question)."""
+        key = tuple(urls)
+        got = self._sorted.pop(key, None)
+        self._sorted[key] = got = sorted(set(key)) if got is None else got
+        if len(self._sorted) > KEPT_SCOPES:
+            self._sorted.popitem(last=False)
+        return got
+
+    def docs(self, scope: list[str]) -> DocScope:
+        """The docs of ``scope`` (sorted, distinct urls); the least recently asked scope past KEPT_SCOPES is
+        dropped, with its temporary table."""
+        key = tuple(scope)
+        got = self._kept[key] = resolve(self.conn, key, self._kept.pop(key, None))
+        while len(self._kept) > KEPT_SCOPES:
+            _drop(self.conn, self._kept.popitem(last=False)[1])
+        return got

@@ -27,6 +27,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from pipelines import search_scope
 from pipelines.sql import table_exists
 
 CODES_PREFIX = "vector_codes_"
@@ -212,23 +213,24 @@ class CodeCache:
 
     def __init__(self) -> None:
         self._loaded: dict[tuple[int, str | None], _Codes] = {}
-        # The last scope's codes: (the loaded codes and the scope's docs they were cut for, the scope's codes
-        # and their positions among all). Cut once per run's scope, again only when either changes.
-        self._scoped: tuple[_Codes, np.ndarray, np.ndarray, np.ndarray] | None = None
+        # The scopes' codes, the KEPT_SCOPES last asked: (the loaded codes and the scope's docs they were cut
+        # for, the scope's codes and their positions among all, None: all). Cut once per scope while both hold.
+        self._scoped: list[tuple[_Codes, np.ndarray, np.ndarray, np.ndarray | None]] = []
 
     def scoped(self, loaded: _Codes, docs: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
         """The codes of the windows of ``docs`` (sorted doc ids; None: every window) as words × n, and their
         positions in ``loaded`` (None: all of them, in order)."""
         if docs is None:
             return loaded.codes, None
-        kept = self._scoped
-        if kept is None or kept[0] is not loaded or kept[1] is not docs:
+        at = next((i for i, k in enumerate(self._scoped) if k[0] is loaded and k[1] is docs), None)
+        if at is None:
             mask = np.isin(loaded.docs, docs)
-            if mask.all():
-                return loaded.codes, None
-            positions = np.flatnonzero(mask)
-            kept = (loaded, docs, np.ascontiguousarray(loaded.codes[:, positions]), positions)
-            self._scoped = kept
+            positions = None if mask.all() else np.flatnonzero(mask)
+            codes = loaded.codes if positions is None else np.ascontiguousarray(loaded.codes[:, positions])
+            kept = (loaded, docs, codes, positions)
+        else:
+            kept = self._scoped.pop(at)
+        self._scoped = [kept, *self._scoped[: search_scope.KEPT_SCOPES - 1]]
         return kept[2], kept[3]
 
     def rows(self, conn: duckdb.DuckDBPyConnection, dims: int) -> int | None:

@@ -264,8 +264,8 @@ def drop_vector_tables(conn: duckdb.DuckDBPyConnection) -> None:
 
 # -- the vector cache (jobs/select.py Selector.embed_missing) ------------------------------------
 
-# A hash join on the scope's urls: list_contains per chunk grows with the scope (3.5-12 s CPU for 10-100% of the
-# urls at 1M; BENCHMARKS.md, "inside a job's scope").
+# A hash join on the scope's urls: list_contains per chunk grows with the scope (BENCHMARKS.md, "inside a job's
+# scope").
 _SCOPE = "($urls IS NULL OR url IN (SELECT unnest($urls)))"
 
 

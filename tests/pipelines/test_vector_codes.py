@@ -344,3 +344,25 @@ def test_keys_stay_unique_across_rebuilds_and_drops(tmp_path: Path) -> None:
         seen.append([k for (k,) in store.conn.execute(f"SELECT id FROM {table} ORDER BY id").fetchall()])
         assert all(len(keys) == len(seen[0]) > 0 for keys in seen)
         assert all(min(later) > max(earlier) for earlier, later in zip(seen, seen[1:]))
+
+
+def test_the_codes_of_several_scopes_are_cut_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only the last scope's cut was kept: a job mixing scopes cut its codes again on every switch.
+    cuts: list[int] = []
+    real = np.isin
+    monkeypatch.setattr(vector_codes.np, "isin", lambda a, b: cuts.append(len(b)) or real(a, b))
+    rng = np.random.default_rng(1)
+    docs = np.repeat(np.arange(50, dtype=np.int64), 2)
+    loaded = vector_codes._Codes((), np.arange(100), rng.integers(0, 2**63, (4, 100), dtype=np.uint64), docs,
+                                 np.tile([0, 1], 50))
+    cache = vector_codes.CodeCache()
+    job, own, every = np.arange(0, 30, dtype=np.int64), np.array([40, 41], dtype=np.int64), np.arange(50, dtype=np.int64)
+    for _ in range(4):
+        for scope in (job, own, every):
+            codes, positions = cache.scoped(loaded, scope)
+            if scope is every:
+                assert codes is loaded.codes and positions is None
+            else:
+                assert positions is not None and (loaded.docs[positions] == np.repeat(scope, 2)).all()
+                assert (codes == loaded.codes[:, positions]).all()
+    assert cuts == [30, 2, 50]
