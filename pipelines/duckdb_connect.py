@@ -18,7 +18,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines import schema
+from pipelines import schema, search_scope
 from pipelines.errors import DatabaseLockedError, StoreError, require_database
 
 log = logging.getLogger(__name__)
@@ -86,11 +86,13 @@ def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
         except duckdb.Error:
             _rollback(conn)  # a commit the disk refused must not leave the connection mid-transaction
             raise
+    finally:
+        # A scope resolved while this transaction's index writes were uncommitted saw the old docs.
+        search_scope.settled(conn)
 
 
 # DuckDB shows its memory limit cut to one decimal of a binary unit ('3000MB' as '2.7 GiB') and offers no exact
-# reading: the limits webqa sets (set_memory_limit) are remembered by how DuckDB shows them.
-_SET_LIMITS: dict[str, str] = {}
+# reading: a limit is known by the bytes it may stand for.
 _UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50,
           "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 _BINARY = ("KiB", "MiB", "GiB", "TiB", "PiB")
@@ -111,12 +113,6 @@ def limit_bytes(limit: str) -> tuple[int, int]:
     return math.ceil(number * 1024) * part, math.ceil((number + Fraction(1, 10)) * 1024) * part
 
 
-def set_memory_limit(conn: duckdb.DuckDBPyConnection, limit: str) -> None:
-    """SET memory_limit, remembered exactly (memory_limit() puts it back as given, not as DuckDB shows it)."""
-    conn.execute(f"SET memory_limit = '{limit}'")
-    _SET_LIMITS[conn.execute(_SHOWN).fetchone()[0]] = limit  # type: ignore[index]
-
-
 @contextmanager
 def memory_limit(conn: duckdb.DuckDBPyConnection, limit: str) -> Iterator[None]:
     """DuckDB's memory_limit at most ``limit`` (e.g. '2GB') for the block, then put back as it was: a lower one
@@ -126,24 +122,19 @@ def memory_limit(conn: duckdb.DuckDBPyConnection, limit: str) -> Iterator[None]:
     a build over a large database otherwise grows to most of the machine, whatever its slices or transactions.
     """
     shown = conn.execute(_SHOWN).fetchone()[0]  # type: ignore[index]
-    previous = _SET_LIMITS.get(shown)
-    low = limit_bytes(previous)[0] if previous is not None else limit_bytes(shown)[0]
-    if low <= limit_bytes(limit)[0]:  # not provably above the build's limit: left as it is
+    if limit_bytes(shown)[0] <= limit_bytes(limit)[0]:  # not provably above the build's limit: left as it is
         yield
         return
     conn.execute(f"SET memory_limit = '{limit}'")
     try:
         yield
     finally:
-        _restore_limit(conn, shown, previous)
+        _restore_limit(conn, shown)
 
 
-def _restore_limit(conn: duckdb.DuckDBPyConnection, shown: str, previous: str | None) -> None:
-    """Put back the limit DuckDB showed as ``shown``: as webqa set it (``previous``), else DuckDB's default when
-    it shows the same, else the fewest bytes shown the same (a limit set outside webqa: no exact reading exists)."""
-    if previous is not None:
-        conn.execute(f"SET memory_limit = '{previous}'")
-        return
+def _restore_limit(conn: duckdb.DuckDBPyConnection, shown: str) -> None:
+    """Put back the limit DuckDB showed as ``shown``: DuckDB's default when it shows the same, else the fewest
+    bytes shown the same (no exact reading exists)."""
     conn.execute("RESET memory_limit")
     if conn.execute(_SHOWN).fetchone()[0] != shown:  # type: ignore[index]
         conn.execute(f"SET memory_limit = '{limit_bytes(shown)[0]}B'")
