@@ -33,7 +33,6 @@ def first_question(db: Path, approximate: str, limit: str | None) -> None:
     """The first question's own costs: the look for windows without vectors (Selector.embed_missing over the
     whole database, which finds none on a built bench database), then one embedding selection."""
     from jobs.select import Selector
-    from pipelines.duckdb_connect import set_memory_limit
     from pipelines.store import Store
 
     out: dict[str, Any] = {"load_average_1m": os.getloadavg()[0]}
@@ -41,7 +40,7 @@ def first_question(db: Path, approximate: str, limit: str | None) -> None:
         question = "How do I read a file line by line?"
         vector = store.conn.execute(f"SELECT {_VECTOR_SQL % '$q'}", {"q": "question " + question}).fetchone()[0]
         if limit:  # DuckDB's own bound on its cache (default: 80% of the machine's memory)
-            set_memory_limit(store.conn, limit)
+            store.conn.execute(f"SET memory_limit = '{limit}'")
         selector = Selector(store.conn, embedder=PrecomputedEmbedder({question: vector}), embedding_model=MODEL,
                             approximate={"on": True, "off": False}[approximate])
         out["rss_before_mib"] = _mib("VmRSS")

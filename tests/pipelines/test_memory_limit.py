@@ -1,5 +1,5 @@
 """pipelines/duckdb_connect.py memory_limit(): a build's limit never raises a lower one, and the limit before it
-is put back as it was, not as DuckDB shows it rounded."""
+is put back: DuckDB's default as such, another one as the fewest bytes DuckDB shows the same (never a tenth lower)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines.duckdb_connect import limit_bytes, memory_limit, set_memory_limit
+from pipelines.duckdb_connect import limit_bytes, memory_limit
 
 SHOWN = "SELECT current_setting('memory_limit')"
 
@@ -32,11 +32,8 @@ def _shown(conn: Any) -> str:
 
 def test_a_lower_limit_is_kept_during_the_build_and_not_touched(tmp_path: Path) -> None:
     with duckdb.connect(str(tmp_path / "a.duckdb")) as conn:
-        for lower in ("1GB", "500MB"):  # set by webqa, and by hand
-            if lower == "1GB":
-                set_memory_limit(conn, lower)
-            else:
-                conn.execute(f"SET memory_limit = '{lower}'")
+        for lower in ("1GB", "500MB"):
+            conn.execute(f"SET memory_limit = '{lower}'")
             before = _shown(conn)
             recording = Recording(conn)
             with memory_limit(recording, "2GB"):  # type: ignore[arg-type]
@@ -44,21 +41,18 @@ def test_a_lower_limit_is_kept_during_the_build_and_not_touched(tmp_path: Path) 
             assert _shown(conn) == before and recording.sets == []
 
 
-def test_a_higher_limit_is_lowered_then_put_back_exactly(tmp_path: Path) -> None:
+def test_a_higher_limit_is_lowered_then_put_back_as_shown(tmp_path: Path) -> None:
     with duckdb.connect(str(tmp_path / "b.duckdb")) as conn:
-        set_memory_limit(conn, "3000MB")  # shown '2.7 GiB'; was put back as '2.7 GiB', shown '2.6 GiB'
+        conn.execute("SET memory_limit = '3000MB'")  # shown '2.7 GiB'; was put back as '2.7 GiB', shown '2.6 GiB'
         before = _shown(conn)
         recording = Recording(conn)
         with memory_limit(recording, "2GB"):  # type: ignore[arg-type]
             assert _shown(conn) == "1.8 GiB"
-        assert _shown(conn) == before and recording.sets[-1] == "SET memory_limit = '3000MB'"
+        assert _shown(conn) == before and recording.sets[-1] == f"SET memory_limit = '{limit_bytes(before)[0]}B'"
         with pytest.raises(ZeroDivisionError), memory_limit(conn, "2GB"):  # put back on failure too
             1 / 0
         assert _shown(conn) == before
-        # One set by hand: no exact reading exists; put back as shown, never a tenth lower.
-        conn.execute("SET memory_limit = '3100MB'")
-        before = _shown(conn)
-        for _ in range(3):
+        for _ in range(3):  # never a tenth lower, however often
             with memory_limit(conn, "2GB"):
                 pass
         assert _shown(conn) == before
@@ -68,6 +62,21 @@ def test_a_higher_limit_is_lowered_then_put_back_exactly(tmp_path: Path) -> None
         with memory_limit(recording, "2GB"):  # type: ignore[arg-type]
             pass
         assert _shown(conn) == default and recording.sets[-1] == "RESET memory_limit"
+
+
+def test_a_limit_set_on_one_database_is_not_put_back_on_another(tmp_path: Path) -> None:
+    # A process-wide record of the limits webqa set, keyed by how DuckDB shows them, put a's 3000MB back on b.
+    with duckdb.connect(str(tmp_path / "a.duckdb")) as a, duckdb.connect(str(tmp_path / "b.duckdb")) as b:
+        a.execute("SET memory_limit = '3000MB'")
+        b.execute("SET memory_limit = '2900MB'")
+        assert _shown(a) == _shown(b)
+        with memory_limit(a, "2GB"):
+            pass
+        recording = Recording(b)
+        with memory_limit(recording, "2GB"):  # type: ignore[arg-type]
+            pass
+        assert recording.sets[-1] == f"SET memory_limit = '{limit_bytes(_shown(b))[0]}B'"
+        assert limit_bytes(_shown(b))[0] <= 2900 * 10**6
 
 
 @pytest.mark.parametrize("given", ["2GiB", "2765MiB", "2866MiB", "976487KiB", "3000MB", "1999999999B", "18GB"])
