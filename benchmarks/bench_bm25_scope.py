@@ -3,7 +3,7 @@
 full query of before (BM25_SQL with the urls bound, per question), for scopes of a fraction of the pages.
 
     nice .venv/bin/python benchmarks/bench_bm25_scope.py DB [--questions 30] [--fractions 0.01,0.1,1.0]
-        [--methods bm25,hybrid,embedding] [--repeat 2] [--before 5]
+        [--methods bm25,hybrid,embedding] [--repeat 2] [--before 5] [--product]
 
 DB: a bench_select.py database (``--reindex-one`` built: postings, vectors and codes), opened for writing as
 the product opens it (nothing is written when every window has its vector and codes). Per fraction: a fresh
@@ -12,6 +12,12 @@ scope, cutting the codes) apart, then every question ``--repeat`` times: CPU and
 p95 over questions; the load average; the first ``--before`` questions also as before (bm25 by the scoped full
 query, the embedding leg by the exact scan), compared with the Selector's rows (bm25: equal; codes: recall of the
 exact top 50). One JSON line at the end with everything and the process's memory.
+
+``--product``: the questions as ``webqa run`` asks them instead, through jobs/answer.py QuestionAnswerer
+(extractive, dry run: selection, packing and the prompt; no LLM) with the job's default scope checked against
+the pages once per run, as jobs/answer_phase.py does; that check's CPU (a semi-join on the urls) apart, and the
+check of before (``list_contains`` over every page) timed once. The bench database has chunks but no pages
+(bench_select.py): the chunks' urls are added to ``pages`` once, so the check has pages to find.
 """
 
 from __future__ import annotations
@@ -97,6 +103,39 @@ def _method(selector: Selector, method: str, questions: list[str], scope: list[s
     return {"first_cpu_ms": round(c * 1000, 1), "first_wall_ms": round(w * 1000, 1), **_summary(cpu, wall)}
 
 
+def _pages(store: Store) -> None:
+    if store.conn.execute("SELECT count(*) FROM pages").fetchone()[0] == 0:  # type: ignore[index]
+        store.conn.execute("INSERT INTO pages (url) SELECT DISTINCT url FROM selection_docs")
+
+
+def _product(store: Store, selector: Selector, method: str, questions: list[str], scope: list[str],
+             repeat: int) -> dict[str, Any]:
+    """The questions as a run asks them: QuestionAnswerer.answer with the job's default scope checked once."""
+    from jobs.answer import AskSettings, QuestionAnswerer, QuestionSpec
+
+    check_cpu, _w, stored = timed(lambda: store.stored_urls(scope))
+    old_cpu, _w, old = timed(lambda: store.conn.execute(
+        "SELECT url FROM pages WHERE list_contains($urls, url) UNION SELECT duplicate_of FROM pages WHERE "
+        "list_contains($urls, url) AND duplicate_of IS NOT NULL ORDER BY 1", {"urls": list(scope)}).fetchall())
+    assert [u for (u,) in old] == stored == scope, "the bench's scope is every stored page of it"
+    answerer = QuestionAnswerer(store, selector, None, AskSettings(method=method, answerer="extractive",  # type: ignore[arg-type]
+                                                                   dry_run=True))
+    default = tuple(stored)
+    answerer.checked_scope(default, list(default))
+    c, w, first = timed(lambda: answerer.answer(QuestionSpec("q0", questions[0], default)))
+    if first.selection is None or first.selection.method_used != method:
+        raise SystemExit(f"{method}: {first.error or first.selection and first.selection.notice}")
+    cpu: dict[str, list[float]] = {}
+    wall: dict[str, list[float]] = {}
+    for _ in range(repeat):
+        for n, q in enumerate(questions):
+            c2, w2, _o = timed(lambda: answerer.answer(QuestionSpec(f"q{n}", q, default)))
+            cpu.setdefault(q, []).append(c2)
+            wall.setdefault(q, []).append(w2)
+    return {"scope_check_cpu_ms": round(check_cpu * 1000, 1), "scope_check_before_cpu_ms": round(old_cpu * 1000, 1),
+            "first_cpu_ms": round(c * 1000, 1), "first_wall_ms": round(w * 1000, 1), **_summary(cpu, wall)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("db", type=Path)
@@ -105,11 +144,14 @@ def main() -> None:
     parser.add_argument("--methods", default="bm25,hybrid,embedding")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--before", type=int, default=5, help="questions also asked by the full query of before")
+    parser.add_argument("--product", action="store_true", help="through QuestionAnswerer, as `webqa run` asks")
     args = parser.parse_args()
     questions = list(common.QUESTIONS)[: args.questions]
-    out: dict[str, Any] = {"db": str(args.db), "questions": len(questions), "repeat": args.repeat, "fractions": {}}
+    out: dict[str, Any] = {"db": str(args.db), "questions": len(questions), "repeat": args.repeat, "fractions": {}, "product": args.product}
     with Store.open(args.db) as store:
         store.load_fts()
+        if args.product:
+            _pages(store)
         urls = [u for (u,) in store.conn.execute("SELECT DISTINCT url FROM selection_docs ORDER BY url").fetchall()]
         vectors = {q: store.conn.execute(f"SELECT {_VECTOR_SQL % '$q'}", {"q": "question " + q}).fetchone()[0]
                    for q in questions}
@@ -121,7 +163,8 @@ def main() -> None:
                                 ensure_fts=store.load_fts, approximate=True)
             figures: dict[str, Any] = {"urls": len(scope), "of_urls": len(urls)}
             for method in args.methods.split(","):
-                figures[method] = _method(selector, method, questions, scope, args.repeat)
+                measure = _product if args.product else lambda *a: _method(*a[1:])
+                figures[method] = measure(store, selector, method, questions, scope, args.repeat)
                 print(f"scope {fraction:.0%} {method}: {json.dumps(figures[method])}", file=sys.stderr, flush=True)
             if args.before:
                 figures["before_bm25"] = _before(store, questions[: args.before], scope, selector)
