@@ -337,7 +337,7 @@ class Selector:
                 self._vector_tables.add(dims)
             rows = self._approximate_rank(vector, scope)
             if rows is None:
-                rows = vectors.rank(self.conn, vector, self.vector_space, scope, pool=self.pool)
+                rows = vectors.rank(self.conn, vector, self.vector_space, self.docs_of(scope), pool=self.pool)
         except duckdb.CatalogException:
             # No index tables (see bm25).
             raise WebqaError(_NO_INDEX) from None

@@ -16,7 +16,7 @@ from typing import Any
 
 import duckdb
 
-from pipelines import vector_codes
+from pipelines import search_scope, vector_codes
 from pipelines.sql import insert_rows, table_exists
 
 
@@ -404,19 +404,22 @@ WITH top AS (
 
 
 
-def rank(conn: duckdb.DuckDBPyConnection, vector: Sequence[float], model: str | None, scope: Sequence[str] | None,
-         *, pool: int) -> list[tuple[Any, ...]]:
+def rank(conn: duckdb.DuckDBPyConnection, vector: Sequence[float], model: str | None,
+         scope: Sequence[str] | search_scope.DocScope | None, *, pool: int) -> list[tuple[Any, ...]]:
     """The chunks best matching the unit-length ``vector`` by their best window, best first: (chunk_id, url,
-    heading_path, text, token_estimate, score, ordinal, windows seen). The typed table for the vector's
-    length must exist (``ensure_unit_vectors``); raises duckdb.CatalogException when the index tables are
-    missing."""
+    heading_path, text, token_estimate, score, ordinal, windows seen); ``scope``: urls, or their docs resolved
+    once (filtered by doc, the same rows). The typed table for the vector's length must exist
+    (``ensure_unit_vectors``); raises duckdb.CatalogException when the index tables are missing."""
     dims = len(vector)
     # Bound as JSON text and cast in SQL: DuckDB's Python client converts a list of floats value by value
     # (with an import look-up each), far slower than one string (BENCHMARKS.md, "Figures behind code
     # comments").
-    params = {"q": json.dumps(list(vector)), "model": model, "pool": pool,
-              "windows": pool * WINDOWS_PER_DOC, **({"urls": list(scope)} if scope else {})}
-    scoped = _EMBEDDING_SCOPE if scope else ""
+    params = {"q": json.dumps(list(vector)), "model": model, "pool": pool, "windows": pool * WINDOWS_PER_DOC}
+    if isinstance(scope, search_scope.DocScope):
+        scoped = "" if scope.whole else f"AND {scope.where('v.doc')}"
+    else:
+        scoped = _EMBEDDING_SCOPE if scope else ""
+        params.update({"urls": list(scope)} if scope else {})
     table = unit_vectors_table(dims)
     rows = conn.execute(EMBEDDING_SQL.format(table=table, dims=dims, scope=scoped), params).fetchall()
     windows_seen = rows[0][-1] if rows else 0

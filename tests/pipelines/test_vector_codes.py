@@ -366,3 +366,27 @@ def test_the_codes_of_several_scopes_are_cut_once_each(monkeypatch: pytest.Monke
                 assert positions is not None and (loaded.docs[positions] == np.repeat(scope, 2)).all()
                 assert (codes == loaded.codes[:, positions]).all()
     assert cuts == [30, 2, 50]
+
+
+def test_the_exact_scan_inside_a_scope_filters_by_the_scopes_docs_with_the_same_rows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # It filtered every window by list_contains on the scope's urls, slow in a large scope.
+    from jobs.select import _unit_length
+    from pipelines import search_scope
+
+    rng = random.Random(13)
+    scopes: list[object] = []
+    real = vectors.rank
+    monkeypatch.setattr(vectors, "rank", lambda conn, vector, model, scope, **kw: scopes.append(scope) or real(
+        conn, vector, model, scope, **kw))
+    with RunStore.open(tmp_path / "exact.duckdb") as store:
+        _save_pages(store, rng)
+        exact = Selector(store.conn, embedder=SpreadEmbedder(), embedding_model="m", approximate=False, pool=6)
+        for scope in (URLS[:1], URLS[2:7], URLS[:-1], URLS):
+            for question in QUESTIONS:
+                scopes.clear()
+                got = [(c.chunk_id, c.score) for c in exact.select(question, "embedding", urls=scope).candidates]
+                assert len(scopes) == 1 and isinstance(scopes[0], search_scope.DocScope)
+                vector = _unit_length(SpreadEmbedder().embed([question])[0])
+                by_urls = real(store.conn, vector, exact.vector_space, sorted(scope), pool=6)
+                assert got == [(r[0], r[5]) for r in by_urls] and got, (question, scope)
