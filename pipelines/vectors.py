@@ -415,12 +415,15 @@ def rank(conn: duckdb.DuckDBPyConnection, vector: Sequence[float], model: str | 
     # (with an import look-up each), far slower than one string (BENCHMARKS.md, "Figures behind code
     # comments").
     params = {"q": json.dumps(list(vector)), "model": model, "pool": pool, "windows": pool * WINDOWS_PER_DOC}
+    table = unit_vectors_table(dims)
     if isinstance(scope, search_scope.DocScope):
-        scoped = "" if scope.whole else f"AND {scope.where('v.doc')}"
+        # By rowid: the scope's windows are found on the doc column alone and only their vectors are read (a
+        # semi-join on the doc reads every window's vector first).
+        scoped = "" if scope.whole else (f"AND v.rowid IN (SELECT w.rowid FROM {table} w WHERE w.model = $model "
+                                         f"AND {scope.where('w.doc')})")
     else:
         scoped = _EMBEDDING_SCOPE if scope else ""
         params.update({"urls": list(scope)} if scope else {})
-    table = unit_vectors_table(dims)
     rows = conn.execute(EMBEDDING_SQL.format(table=table, dims=dims, scope=scoped), params).fetchall()
     windows_seen = rows[0][-1] if rows else 0
     if len(rows) < pool and windows_seen == params["windows"]:
