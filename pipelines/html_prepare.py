@@ -274,6 +274,20 @@ def _heading_target(anchor: lxml_html.HtmlElement) -> bool:
         and any(isinstance(a.tag, str) and a.tag.lower() in _HEADINGS for a in anchor.iterancestors())
 
 
+_ADMONITIONS = frozenset("note tip caution warning important".split())
+
+
+def _demote_admonition_titles(tree: lxml_html.HtmlElement) -> None:
+    """A heading that titles a DocBook admonition (``<div class="note"><h3 class="title">Note</h3>``) becomes a
+    paragraph: as a heading it opened a section that took in everything after the note up to the next heading."""
+    for div in tree.iter("div"):
+        if not _ADMONITIONS.intersection((div.get("class") or "").split()):
+            continue
+        first = next((child for child in div if isinstance(child.tag, str)), None)
+        if first is not None and first.tag in _HEADINGS:
+            first.tag = "p"
+
+
 def prepare(tree: lxml_html.HtmlElement) -> None:
     """Fix the two things trafilatura gets wrong on documentation sites.
 
@@ -290,7 +304,9 @@ def prepare(tree: lxml_html.HtmlElement) -> None:
        the short block around such a heading as all links (one link, no link text) and deletes it, so every
        heading of the Debian Reference was lost. The target says nothing; its tag goes, its tail stays. Only
        in headings: elsewhere (PostgreSQL's index-term targets) it would change what English pages keep.
+    5. Admonition titles (DocBook: ``<div class="note"><h3 class="title">Note</h3>``) are not section headings.
     """
+    _demote_admonition_titles(tree)
     for element in tree.xpath("//section[@id] | //div[@id][contains(concat(' ', normalize-space(@class), ' '), ' section ')]"):
         del element.attrib["id"]
     for anchor in list(tree.iter("a")):

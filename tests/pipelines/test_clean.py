@@ -472,3 +472,25 @@ def test_docbook_xhtml_headings_with_empty_link_targets_are_kept() -> None:
     result = clean_html(html)
     assert result.method == "main"
     assert headings(result) == [(1, "Capítulo 2. Gestión de paquetes"), (2, "2.1. Sección 1"), (2, "2.2. Sección 2")]
+
+
+def test_docbook_admonition_titles_open_no_section() -> None:
+    # DocBook XSL titles a note with a heading (<div class="note"><h3 class="title">Note</h3>): as a section it took
+    # in everything after the note up to the next heading (git's user-manual, PostgreSQL's pages).
+    from pipelines.chunk import split_by_headings
+
+    prose = "A submodule records the commit of another project inside the superproject's tree. " * 6
+    html = ('<html><head><title>Git User Manual</title></head><body><div class="book"><div class="chapter">'
+            '<div class="titlepage"><div><div><h1 class="title"><a name="submodules"></a>Chapter 8. Submodules</h1>'
+            f'</div></div></div><p>{prose}</p><div class="note" style="margin-left: 0.5in"><h3 class="title">Note</h3>'
+            '<p>Do not use local URLs here if you plan to publish your superproject!</p></div>'
+            f'<p>See what files git submodule created. {prose}</p><div class="section"><div class="titlepage"><div><div>'
+            '<h2 class="title"><a name="pitfalls"></a>Pitfalls with submodules</h2></div></div></div>'
+            f'<p>{prose}</p></div></div></div></body></html>')
+    result = clean_html(html)
+    assert headings(result) == [(1, "Chapter 8. Submodules"), (2, "Pitfalls with submodules")]
+    chunks = split_by_headings(result.xml, "https://git.example.org/user-manual.html", max_tokens=120)
+    after_note = [c for c in chunks if "See what files git submodule created" in c.text]
+    assert after_note and all(c.heading_path == ("Chapter 8. Submodules",) for c in after_note)
+    note = [c for c in chunks if "Do not use local URLs" in c.text]
+    assert note and "Note" in note[0].text.split("\n")  # the label stays, as a line of its section
