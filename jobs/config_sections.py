@@ -243,10 +243,11 @@ class SelectionConfig(StrictModel):
         None, description="embedding/hybrid: text put before each chunk when it is embedded; null: the "
         "embedding model's own (nomic-embed-text: 'search_document: '), '' for none. Changing it re-embeds.",
     )
-    approximate: StrictBool = Field(
-        False, description="embedding/hybrid with `scope: database` over 200,000 windows or more: a binary-code first "
-        "stage re-scored exactly, about 11x less CPU for the embedding leg at a million chunks (hybrid about 3x), "
-        "at a measured loss (BENCHMARKS.md, 'Selection latency at 1,000,000 chunks'). Off: every window is scored exactly.",
+    approximate: Literal["auto"] | StrictBool = Field(
+        "auto", description="embedding/hybrid with `scope: database`: 'auto' ranks by binary codes of the vectors first "
+        "(re-scored exactly) from 200,000 windows, about 11x less CPU for the embedding leg at a million chunks "
+        "(hybrid about 3x); true always, false never (every window scored exactly). Loss measured on every dev set "
+        "(BENCHMARKS.md, 'Selection latency at 1,000,000 chunks').",
     )
     rerank: RerankConfig | None = Field(
         None, description="Off unless set: the answering model reorders the top candidates before packing (one "

@@ -187,12 +187,11 @@ class Selector:
         bm25_params: Bm25Params = Bm25Params(),
         prefixes: EmbeddingPrefixes | None = None,
         rm3: Rm3Params | None = None,
-        approximate: bool | None = False,
+        approximate: bool | None = None,
     ) -> None:
         self.rm3 = rm3
-        # The codes' first stage: None by corpus size (APPROXIMATE_MIN_WINDOWS), True always, False never (the
-        # default: its loss at a million windows is measured on random and perturbed real vectors only,
-        # `selection.approximate`).
+        # The codes' first stage: None by corpus size (APPROXIMATE_MIN_WINDOWS, the default: no question lost on
+        # any dev set with it forced on), True always, False never (`selection.approximate`).
         self.approximate = approximate
         self._codes = vector_codes.CodeCache()
         self.conn = conn
