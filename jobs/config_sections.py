@@ -249,6 +249,11 @@ class SelectionConfig(StrictModel):
         "(hybrid about 3x); true always, false never (every window scored exactly). Loss measured on every dev set "
         "(BENCHMARKS.md, 'Selection latency at 1,000,000 chunks').",
     )
+    embedding_first: NonNegInt = Field(
+        0, le=50, description="hybrid: the embedding list's best this many are packed among the fused best as many, "
+        "so a paraphrase only the embedding ranks high reaches the prompt; 0: the fused order (BENCHMARKS.md, "
+        "'Answer in the prompt (selection)').",
+    )
     rerank: RerankConfig | None = Field(
         None, description="Off unless set: the answering model reorders the top candidates before packing (one "
         "more LLM call per question; BENCHMARKS.md, 'Answer in the prompt (selection)'). {} takes the defaults.",
