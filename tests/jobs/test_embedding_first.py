@@ -4,6 +4,7 @@ off (0) by default; the order on a real store, the job key, the selection row th
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,11 @@ from jobs.runstore import RunStore
 from jobs.select import Candidate, Selection, Selector
 from jobs.session import open_session
 from pipelines.errors import ConfigError
+from tests.support.fake_ollama import FakeOllama
 from tests.support.index_pages import QUESTIONS, URLS, VocabEmbedder, random_page
+from tests.support.run import QUESTIONS as RUN_QUESTIONS  # the fixture site's questions
+from tests.support.run import (  # noqa: F401 - crawled, db and llm are fixtures, used by name
+    crawled, db, job_yaml, llm, rows, run_job, webqa, write_job)
 
 
 def _c(cid: str, cosine: float | None, url: str = "http://a/", ordinal: int = 0) -> Candidate:
@@ -87,3 +92,17 @@ def test_a_moved_candidate_says_why_in_its_selection_row() -> None:
     assert rows["A"]["reason"] == "rank 1 within top_k and budget"
     assert rows["E"]["reason"] == ("rank 2 within top_k and budget; packed first as the embedding #1 "
                                    "(selection.embedding_first)")
+
+
+@pytest.mark.e2e
+def test_webqa_run_stores_and_explain_shows_the_moved_candidates(tmp_path: Path, db: Path, llm: FakeOllama) -> None:
+    text = job_yaml(list(RUN_QUESTIONS), method="hybrid", top_k=3)
+    job = write_job(tmp_path, text.replace("  token_budget: 1000\n", "  token_budget: 1000\n  embedding_first: 1\n"))
+    done = run_job(tmp_path, job, db, host=llm.url)
+    assert done.returncode == 0, done.stderr
+    moved = rows(db, "SELECT answer_id, rank, reason FROM selections WHERE reason LIKE '%selection.embedding_first%'")
+    assert moved, "no candidate was moved up on the fixture site"
+    assert all(re.search(r"packed first as the embedding #\d+ \(selection\.embedding_first\)", m["reason"]) for m in moved)
+    explained = webqa("explain", str(moved[0]["answer_id"]), "--db", db)
+    assert explained.returncode == 0, explained.stderr
+    assert "packed first as the embedding #" in explained.stdout
