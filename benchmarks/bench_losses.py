@@ -27,6 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--embedding-model", default=br.EMBEDDING_MODEL,
                         choices=("all-minilm", "all-mpnet-base-v2", "multilingual-e5-small"))
     parser.add_argument("--budgets", default="3000,6000")
+    parser.add_argument("--embedding-first", type=int, default=0, help="selection.embedding_first (jobs/embedding_first.py)")
     args = parser.parse_args(argv)
     kind = br.crawled_devset(args.devset, args.db)
     from jobs.evaluate import Packing, evaluate
@@ -38,7 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         client = br.embedding_client(stack, args.embedding_model)
         store = stack.enter_context(RunStore.open(kind.db))
-        selector = Selector(store.conn, embedder=client, embedding_model=args.embedding_model, ensure_fts=store.load_fts)
+        selector = Selector(store.conn, embedder=client, embedding_model=args.embedding_model, ensure_fts=store.load_fts,
+                            embedding_first=args.embedding_first)
         for budget in (int(b) for b in args.budgets.split(",")):
             funnels = [f for f in evaluate(selector, store, devset.questions, ["hybrid"], Packing(token_budget=budget))
                        if f.answerable]

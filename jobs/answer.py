@@ -488,10 +488,12 @@ def selection_rows(selection: Selection, packed: Packed, sources: Sequence[Sourc
 
 
 def stage_note(candidate: Candidate, sent: bool) -> str:
-    """What the second stage did to a candidate, for its selection row: its score, and the passage sent."""
+    """What the stages after fusion did to a candidate, for its selection row: moved up by
+    selection.embedding_first, the second stage's score, and the passage sent."""
+    first = f"; packed first as the {candidate.first_by} (selection.embedding_first)" if candidate.first_by else ""
     if candidate.stage_score is None:
-        return ""
-    note = f"; second stage {candidate.stage_score:.4f}"
+        return first
+    note = f"{first}; second stage {candidate.stage_score:.4f}"
     if candidate.span is not None:
         start, end, length = candidate.span
         note += f"; {'sent' if sent else 'would be sent'} as a passage: characters {start}-{end} of {length}"

@@ -73,6 +73,7 @@ def answer_all(run: Run, crawl: CrawlReport) -> RunResult:
     run_id = run.run_id
     with open_session(options.db, access, embedding_model=job.embedding_model, prefixes=job.embedding_prefixes(),
                       approximate=job.selection.approximate,
+                      embedding_first=job.selection.embedding_first,
                       no_chunks=f"{options.db} holds no chunks to answer from; check the crawl (webqa crawl -v)") as session:
         store = session.store
         scope = job_scope(store, job, crawl)

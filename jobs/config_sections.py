@@ -243,10 +243,16 @@ class SelectionConfig(StrictModel):
         None, description="embedding/hybrid: text put before each chunk when it is embedded; null: the "
         "embedding model's own (nomic-embed-text: 'search_document: '), '' for none. Changing it re-embeds.",
     )
-    approximate: StrictBool = Field(
-        False, description="embedding/hybrid over 200,000 windows or more (in the database; a job's scope too): a "
-        "binary-code first stage re-scored exactly, about 11x less CPU for the embedding leg at a million chunks (hybrid about 3x), "
-        "at a measured loss (BENCHMARKS.md, 'Selection latency at 1,000,000 chunks'). Off: every window is scored exactly.",
+    approximate: Literal["auto"] | StrictBool = Field(
+        "auto", description="embedding/hybrid: 'auto' ranks by binary codes of the vectors first (re-scored exactly; a job's scope: "
+        "its windows' codes) from 200,000 windows in the database, about 11x less CPU for the embedding leg at a million chunks "
+        "(hybrid about 3x); true always, false never (every window scored exactly). Loss measured on every dev set "
+        "(BENCHMARKS.md, 'Selection latency at 1,000,000 chunks').",
+    )
+    embedding_first: NonNegInt = Field(
+        0, le=50, description="hybrid: the embedding list's best this many are packed among the fused best as many, "
+        "so a paraphrase only the embedding ranks high reaches the prompt; 0: the fused order (BENCHMARKS.md, "
+        "'Answer in the prompt (selection)').",
     )
     rerank: RerankConfig | None = Field(
         None, description="Off unless set: the answering model reorders the top candidates before packing (one "

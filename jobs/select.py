@@ -53,6 +53,9 @@ HEADING_BOOST = 2
 # nearest exactly (pipelines/vector_codes.py) instead of the exact scan: below it the exact scan costs less
 # (the crossing measured: BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
 APPROXIMATE_MIN_WINDOWS = 200_000
+# Hybrid packs the embedding list's top this many among the fused top as many (jobs/embedding_first.py): 0, off,
+# unless the job asks, since 4 lost a check-half question on two dev sets (BENCHMARKS.md, "Answer in the prompt (selection)").
+EMBEDDING_FIRST = 0
 
 # Okapi BM25 with the fts extension's formula (its match_bm25 macro; how BM25_SQL in
 # pipelines/search_index.py computes it fast is told there), with two changes. Stop words are dropped from
@@ -113,6 +116,8 @@ class Candidate:
     # is sent as a passage, (start, end, length) of the passage in the chunk's text (``text`` is the passage).
     stage_score: float | None = None
     span: tuple[int, int, int] | None = None
+    # Set when selection.embedding_first moved it ahead of its fused rank: why ("embedding #3").
+    first_by: str | None = None
 
 
 @dataclass
@@ -187,12 +192,13 @@ class Selector:
         bm25_params: Bm25Params = Bm25Params(),
         prefixes: EmbeddingPrefixes | None = None,
         rm3: Rm3Params | None = None,
-        approximate: bool | None = False,
+        approximate: bool | None = None,
+        embedding_first: int = EMBEDDING_FIRST,
     ) -> None:
         self.rm3 = rm3
-        # The codes' first stage: None by corpus size (APPROXIMATE_MIN_WINDOWS), True always, False never (the
-        # default: its loss at a million windows is measured on random and perturbed real vectors only,
-        # `selection.approximate`).
+        self.embedding_first = embedding_first
+        # The codes' first stage: None by corpus size (APPROXIMATE_MIN_WINDOWS, the default: no question lost on
+        # any dev set with it forced on), True always, False never (`selection.approximate`).
         self.approximate = approximate
         self._codes = vector_codes.CodeCache()
         self.conn = conn
@@ -391,7 +397,9 @@ class Selector:
         # The whole union is kept (up to twice the pool): a chunk near the end of one list scores low in the
         # fusion, yet the second stage can lift it (BENCHMARKS.md, "Answer in the prompt (selection)"); the fused order of
         # the rest is unchanged by what follows it.
-        return [replace(e["candidate"], score=round(e["score"], 8)) for e in order]
+        from jobs.embedding_first import embedding_first  # it builds on Candidate, defined here
+
+        return embedding_first([replace(e["candidate"], score=round(e["score"], 8)) for e in order], self.embedding_first)
 
     # -- embeddings cache -------------------------------------------------------------------------
 

@@ -31,7 +31,8 @@ class Session:
 
 @contextmanager
 def open_session(db: str | Path, access: OllamaAccess, *, embedding_model: str | None, no_chunks: str,
-                 prefixes: EmbeddingPrefixes | None = None, approximate: bool = False) -> Iterator[Session]:
+                 prefixes: EmbeddingPrefixes | None = None, approximate: str | bool = "auto",
+                 embedding_first: int = 0) -> Iterator[Session]:
     """Open the database for answering: it must hold chunks (else NothingToDoError(``no_chunks``)), and its
     selection indexes are brought up to date first; embeddings are used when ``access`` has an embedder."""
     store = RunStore.open(db)
@@ -43,7 +44,8 @@ def open_session(db: str | Path, access: OllamaAccess, *, embedding_model: str |
         selector = Selector(store.conn, embedder=access.embedder,
                             embedding_model=embedding_model if access.embedder else None,
                             ensure_fts=store.load_fts, embedding_unavailable=access.embedding_unavailable,
-                            prefixes=prefixes, approximate=None if approximate else False)
+                            prefixes=prefixes, approximate=None if approximate == "auto" else bool(approximate),
+                            embedding_first=embedding_first)
         yield Session(store, selector, access.llm)
     finally:
         store.close()

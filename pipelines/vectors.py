@@ -170,7 +170,7 @@ def rebuild_unit_vectors(conn: duckdb.DuckDBPyConnection, dims: int) -> None:
     high = conn.execute("SELECT coalesce(max(doc), 0) FROM selection_docs").fetchone()[0]  # type: ignore[index]
     for low in range(0, int(high) + 1, REBUILD_SLICE_DOCS):
         conn.execute(_rebuild_sql(dims), {"scheme": EMBED_SCHEME, "low": low, "high": low + REBUILD_SLICE_DOCS})
-    # The codes are kept only once a selection has used them (selection.approximate, off by default): every
+    # The codes are kept only once a selection has used them (past 200,000 windows, or `approximate: true`): every
     # other database would hold each vector twice and encode it on every insert for nothing.
     if table_exists(conn, vector_codes.codes_table(dims)):
         vector_codes.rebuild(conn, dims)

@@ -57,6 +57,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         methods = [m for m in methods if m not in defaults.EMBEDDING_METHODS] or ["bm25"]
     with open_session(args.db, access, embedding_model=job.embedding_model, prefixes=job.embedding_prefixes(),
                       approximate=job.selection.approximate,
+                      embedding_first=job.selection.embedding_first,
                       no_chunks=f"{args.db} holds no chunks to evaluate") as session:
         questions = in_job_scope(questions, session.store, job.name, job.scope)
         packing = Packing(top_k=max(1, args.pack_top_k or job.selection.top_k),

@@ -1,7 +1,9 @@
-"""`selection.approximate`: off unless the job asks; the session's Selector follows the job file."""
+"""`selection.approximate`: "auto" by default (the codes past APPROXIMATE_MIN_WINDOWS, the exact scan below),
+true forces the codes, false the exact scan; the session's Selector follows the job file."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,8 @@ from jobs.llm import OllamaAccess
 from jobs.runstore import RunStore
 from jobs.select import Selector
 from jobs.session import open_session
+from pipelines import vector_codes
+from tests.support.index_pages import URLS, VocabEmbedder, random_page
 from tests.support.store import make_chunks, page_record
 
 
@@ -24,21 +28,64 @@ def _db(tmp_path: Path) -> Path:
     return db
 
 
-def test_the_exact_scan_is_the_default_everywhere(tmp_path: Path) -> None:
-    assert parse_job("name: t\nquestions: [q]\n").selection.approximate is False
+def _pages_db(tmp_path: Path) -> Path:
+    """Every page of index_pages.URLS in a real DuckDB file, one crawl run each."""
+    db, rng = tmp_path / "pages.duckdb", random.Random(11)
+    with RunStore.open(db) as store:
+        for step, url in enumerate(URLS):
+            record, chunks = random_page(rng, url, step)
+            store.save_page(record, chunks, crawl_run_id=step)
+    return db
+
+
+def test_auto_is_the_default_everywhere(tmp_path: Path) -> None:
+    assert parse_job("name: t\nquestions: [q]\n").selection.approximate == "auto"
     with RunStore.open(_db(tmp_path)) as store:
-        assert Selector(store.conn).approximate is False  # `webqa ask` and every library caller
+        assert Selector(store.conn).approximate is None  # `webqa ask` and every library caller: by corpus size
 
 
-@pytest.mark.parametrize(("text", "expected"), [("", False), ("selection:\n  approximate: true\n", None)])
+@pytest.mark.parametrize(("text", "expected"), [("", None), ("selection:\n  approximate: auto\n", None),
+                                                ("selection:\n  approximate: true\n", True),
+                                                ("selection:\n  approximate: false\n", False)])
 def test_the_session_selector_follows_the_job(tmp_path: Path, text: str, expected: bool | None) -> None:
     job = parse_job("name: t\nquestions: [q]\n" + text)
     with open_session(_db(tmp_path), OllamaAccess(None, None, None, None), embedding_model=None, no_chunks="none",
                       approximate=job.selection.approximate) as session:
-        assert session.selector.approximate is expected  # None: by corpus size (200,000 windows)
+        assert session.selector.approximate is expected
 
 
-def test_a_wrong_value_is_one_error_naming_the_key() -> None:
+@pytest.mark.parametrize("value", ["maybe", "Auto", "1"])
+def test_a_wrong_value_is_one_error_naming_the_key(value: str) -> None:
     with pytest.raises(ConfigError) as err:
-        parse_job("name: t\nquestions: [q]\nselection:\n  approximate: maybe\n", "job.yaml")
+        parse_job(f"name: t\nquestions: [q]\nselection:\n  approximate: {value}\n", "job.yaml")
     assert "approximate" in str(err.value) and "job.yaml" in str(err.value)
+
+
+def _codes_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> list[int]:
+    """How many selections the codes ranked, for a job whose selection section is ``text``, on a real store."""
+    calls: list[int] = []
+    real = vector_codes.rank
+    monkeypatch.setattr(vector_codes, "rank", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    job = parse_job("name: t\nquestions: [q]\n" + text)
+    access = OllamaAccess(None, VocabEmbedder(), None, None)  # type: ignore[arg-type]  # the Embedder protocol
+    with open_session(_pages_db(tmp_path), access, embedding_model="m", no_chunks="none",
+                      approximate=job.selection.approximate) as session:
+        assert session.selector.select("widget", "embedding").method_used == "embedding"
+    return calls
+
+
+def test_the_default_takes_the_codes_past_the_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("jobs.select.APPROXIMATE_MIN_WINDOWS", 1)
+    assert _codes_calls(tmp_path, monkeypatch, "") == [1]
+
+
+def test_the_default_scans_exactly_below_the_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _codes_calls(tmp_path, monkeypatch, "") == []
+
+
+@pytest.mark.parametrize(("text", "threshold", "expected"), [("selection:\n  approximate: true\n", 10**9, [1]),
+                                                             ("selection:\n  approximate: false\n", 1, [])])
+def test_true_and_false_force_either_way(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str,
+                                         threshold: int, expected: list[int]) -> None:
+    monkeypatch.setattr("jobs.select.APPROXIMATE_MIN_WINDOWS", threshold)
+    assert _codes_calls(tmp_path, monkeypatch, text) == expected

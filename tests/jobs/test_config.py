@@ -494,7 +494,7 @@ def test_unknown_key_in_the_wrong_section() -> None:
 def test_unknown_key_without_close_match_lists_allowed_keys() -> None:
     assert error_of(BASE + "selection:\n  zzz: 1\n") == (
         "job.yaml:6: selection.zzz: unknown key; allowed keys: method, top_k, token_budget, retry_wider, min_similarity, "
-        "query_prefix, document_prefix, approximate, rerank, second_stage, passages"
+        "query_prefix, document_prefix, approximate, embedding_first, rerank, second_stage, passages"
     )
 
 
