@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from jobs import first_stage
 from jobs.errors import LLMError, LLMUnavailableError, ModelNotFoundError
 from jobs.extractive import answer_extractively
 from jobs.llm import LLMReplyError, OllamaClient
@@ -484,7 +485,7 @@ def selection_rows(selection: Selection, packed: Packed, sources: Sequence[Sourc
             "source_number": source_number if is_sent else None,
             "reason": (reason if is_sent else reasons.get(candidate.chunk_id, "not packed")) + stage_note(candidate, is_sent),
         })
-    return rows
+    return first_stage.recorded(rows, selection.first_stage)
 
 
 def stage_note(candidate: Candidate, sent: bool) -> str:

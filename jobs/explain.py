@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+from jobs import first_stage
 from jobs.errors import StoreError
 from jobs.rerank import RerankTrail
 from jobs.runstore import RunStore
@@ -145,6 +146,7 @@ def _selection_lines(store: RunStore, a: dict, answer_id: int, rerank: dict | No
     sent = sum(1 for s in selections if s["sent"])
     out = [f"3. Selection: {len(selections)} candidates ranked, {sent} sent "
            f"({sum(s['tokens'] or 0 for s in selections if s['sent'])} tokens)"]
+    out.extend(f"   {line}" for line in first_stage.explain_line(a["method"], selections))
     out.extend(f"   {line}" for line in source_summary(selections))
     before = {chunk_id: i for i, chunk_id in enumerate((rerank or {}).get("before") or [], start=1)}
     if rerank is not None:
@@ -158,7 +160,7 @@ def _selection_lines(store: RunStore, a: dict, answer_id: int, rerank: dict | No
         terms = ", ".join(s["matched_terms"] or []) or "none"
         was = before.get(s["chunk_id"], s["rank"])
         moved = f"; rank {was} before the rerank" if was != s["rank"] else ""
-        out.append(f"   {'':<70}matched: {terms}; {s['reason']}{moved}")
+        out.append(f"   {'':<70}matched: {terms}; {first_stage.without(s['reason'])}{moved}")
     out.append("")
     return out
 

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import duckdb
 
 from jobs.embed_ahead import embedded_ahead
+from jobs import first_stage
 from jobs.errors import LLMError, WebqaError
 from jobs.extractive import content_words, stem
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for, vector_space
@@ -127,6 +128,8 @@ class Selection:
     method_used: str  # after fallbacks
     candidates: list[Candidate]
     notice: str | None = None
+    # Which first stage ranked the embedding leg, and why (jobs/first_stage.py); None without an embedding leg.
+    first_stage: str | None = None
 
     @property
     def best_similarity(self) -> float | None:
@@ -201,6 +204,7 @@ class Selector:
         # any dev set with it forced on), True always, False never (`selection.approximate`).
         self.approximate = approximate
         self._codes = vector_codes.CodeCache()
+        self._first_stage: str | None = None  # the last embedding leg's (select() runs under the caller's lock)
         self.conn = conn
         self.embedder = embedder
         self.embedding_model = embedding_model
@@ -225,7 +229,7 @@ class Selector:
         if method not in METHODS:
             raise WebqaError(f"unknown selection method {method!r}; use one of {', '.join(METHODS)}")
         scope = self._sorted(urls)
-        notice = None
+        notice = self._first_stage = None
         used = method
         if method in EMBEDDING_METHODS and not self._embeddings_usable(scope):
             used = "bm25"
@@ -245,7 +249,8 @@ class Selector:
                 used = "bm25"
                 notice = f"{method} selection unavailable ({exc}); using bm25"
                 ranked = self.bm25(question, scope)
-        return Selection(question, method, used, self._with_pages(_ranked(ranked)), notice)
+        return Selection(question, method, used, self._with_pages(_ranked(ranked)), notice,
+                         first_stage=self._first_stage if used in EMBEDDING_METHODS else None)
 
     def _sorted(self, urls: Sequence[str] | None) -> list[str] | None:
         """The distinct urls sorted, the same list for the same urls (search_scope.Scopes.sorted)."""
@@ -355,13 +360,24 @@ class Selector:
         ]
 
     def _approximate_rank(self, vector: list[float], scope: list[str] | None) -> list[tuple[Any, ...]] | None:
-        """The codes' ranking, inside the scope's docs, when it applies (enough windows, codes present), else None."""
+        """The codes' ranking, inside the scope's docs, when it applies (enough windows, codes present), else None;
+        either way ``_first_stage`` says which stage ranks and why."""
+        dims = len(vector)
         if self.approximate is False:
+            self._first_stage = first_stage.decided(False, None, APPROXIMATE_MIN_WINDOWS, codes=False)
             return None
-        windows = self._codes.rows(self.conn, len(vector))
-        if windows is None and (self.approximate or self._vector_count(len(vector)) >= APPROXIMATE_MIN_WINDOWS):
-            windows = self._encode(len(vector))  # a database indexed before the codes existed
-        if windows is None or (self.approximate is None and windows < APPROXIMATE_MIN_WINDOWS):
+        windows = self._codes.rows(self.conn, dims)
+        count = windows if windows is not None else self._vector_count(dims)
+        if windows is None and (self.approximate or count >= APPROXIMATE_MIN_WINDOWS):
+            windows = self._encode(dims)  # a database indexed before the codes existed
+            if windows is None:
+                self._first_stage = first_stage.decided(self.approximate, count, APPROXIMATE_MIN_WINDOWS,
+                                                        codes=False, read_only=True)
+                return None
+        codes = windows is not None and (self.approximate or windows >= APPROXIMATE_MIN_WINDOWS)
+        self._first_stage = first_stage.decided(self.approximate, windows if windows is not None else count,
+                                                APPROXIMATE_MIN_WINDOWS, codes=codes)
+        if not codes:
             return None
         docs = self.docs_of(scope)
         return vector_codes.rank(self.conn, self._codes, vector, self.vector_space, pool=self.pool,
