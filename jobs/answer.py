@@ -491,7 +491,7 @@ def selection_rows(selection: Selection, packed: Packed, sources: Sequence[Sourc
 def stage_note(candidate: Candidate, sent: bool) -> str:
     """What the stages after fusion did to a candidate, for its selection row: moved up by
     selection.embedding_first, the second stage's score, and the passage sent."""
-    first = f"; packed first as the {candidate.first_by} (selection.embedding_first)" if candidate.first_by else ""
+    first = f"; moved into the fused top as the {candidate.first_by} (selection.embedding_first)" if candidate.first_by else ""
     if candidate.stage_score is None:
         return first
     note = f"{first}; second stage {candidate.stage_score:.4f}"

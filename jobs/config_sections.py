@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, ConfigDict, Field, Strict, StrictBool, ValidationInfo, field_validator
+from pydantic import AfterValidator, ConfigDict, Field, Strict, StrictBool, ValidationInfo, field_validator, model_validator
 
 from jobs.config_messages import fail, got
 from jobs.config_render import RenderSetting
@@ -243,11 +243,11 @@ class SelectionConfig(StrictModel):
         None, description="embedding/hybrid: text put before each chunk when it is embedded; null: the "
         "embedding model's own (nomic-embed-text: 'search_document: '), '' for none. Changing it re-embeds.",
     )
-    approximate: Literal["auto"] | StrictBool = Field(
-        "auto", description="embedding/hybrid: 'auto' ranks by binary codes of the vectors first (re-scored exactly; a job's scope: "
-        "its windows' codes) from 200,000 windows in the database, about 11x less CPU for the embedding leg at a million chunks "
-        "(hybrid about 3x); true always, false never (every window scored exactly). Loss measured on every dev set "
-        "(BENCHMARKS.md, 'Selection latency at 1,000,000 chunks').",
+    approximate: Literal["auto", "always"] | StrictBool = Field(
+        "auto", description="embedding/hybrid: 'auto' (or true) ranks by binary codes of the vectors first (re-scored "
+        "exactly; a job's scope: its windows' codes) from 200,000 windows in the database, about 11x less CPU for the "
+        "embedding leg at a million chunks (hybrid about 3x); 'always' at any size, false never (every window scored "
+        "exactly). Loss measured on every dev set (BENCHMARKS.md, 'Selection latency at 1,000,000 chunks').",
     )
     embedding_first: NonNegInt = Field(
         0, le=50, description="hybrid: the embedding list's best this many are packed among the fused best as many, "
@@ -267,6 +267,30 @@ class SelectionConfig(StrictModel):
         "scored by the embedding model, or by the question's words under bm25) instead of the whole chunk, so "
         "more candidates fit the token budget. {} takes the defaults.",
     )
+
+    @field_validator("approximate", mode="before", json_schema_input_type=Literal["auto", "always"] | bool)
+    @classmethod
+    def _approximate_word(cls, value: Any) -> Any:
+        # true meant "past the threshold" before 'auto' existed: it still does, so no job turns lossy unasked.
+        if value in ("auto", "always") or isinstance(value, bool):
+            return value
+        fail(f"expected auto, always, true or false, got {got(value)}")
+
+    @model_validator(mode="after")
+    def _embedding_first_applies(self) -> SelectionConfig:
+        # Each of these would leave embedding_first silently without effect.
+        if not self.embedding_first:
+            return self
+        if self.method != "hybrid":
+            fail(f"applies to method hybrid only (this job's method is {self.method}); remove it or set "
+                 "selection.method: hybrid", at=("embedding_first",))
+        if self.embedding_first >= self.top_k:
+            fail(f"expected fewer than top_k ({self.top_k}): the candidates it moves are packed after the fused "
+                 f"best {self.embedding_first}", at=("embedding_first",))
+        if self.rerank is not None or (self.second_stage is not None and self.second_stage.weight > 0):
+            fail("has no effect with selection.rerank or selection.second_stage, which reorder the candidates "
+                 "after it; keep one of them", at=("embedding_first",))
+        return self
 
 
 class OutputConfig(StrictModel):

@@ -2,7 +2,7 @@
 
 Min-max fusion gives a chunk that only one list ranked at most half the score of one both lists ranked. A
 paraphrased question shares no word with the sentence that answers it, so bm25 does not rank that chunk and
-the embedding's 3rd or 4th best sits at pool ranks 11–20, below what 3,000 tokens pack (BENCHMARKS.md,
+the embedding's few best can sit below what the token budget packs (BENCHMARKS.md,
 "Answer in the prompt (selection)"). So the fused top ``n`` and the embedding list's top ``n`` are packed first,
 in fused order, then the rest in fused order: deterministic, no extra call or token, and each moved candidate
 says why (``first_by``).

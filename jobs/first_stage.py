@@ -20,13 +20,14 @@ MARK = "; embedding first stage: "
 
 def decided(approximate: bool | None, windows: int | None, threshold: int, *, codes: bool,
             read_only: bool = False) -> str:
-    """The stage and why, e.g. "codes (approximate), auto: 250000 embedded windows >= 200000"."""
+    """The stage and why, e.g. "codes (approximate), auto: 250000 embedded windows >= 200000"; ``approximate`` as
+    the Selector takes it (None: auto, or true; True: always; False: false)."""
     stage = CODES if codes else EXACT
     if read_only:
-        asked = "selection.approximate true" if approximate else f"auto: {windows} embedded windows >= {threshold}"
+        asked = "selection.approximate always" if approximate else f"auto: {windows} embedded windows >= {threshold}"
         return f"{stage}, read-only fallback: the binary codes could not be written ({asked})"
     if approximate is not None:
-        return f"{stage}, forced (selection.approximate {'true' if approximate else 'false'})"
+        return f"{stage}, forced (selection.approximate {'always' if approximate else 'false'})"
     return f"{stage}, auto: {windows} embedded windows {'>=' if codes else '<'} {threshold}"
 
 

@@ -55,7 +55,7 @@ HEADING_BOOST = 2
 # (the crossing measured: BENCHMARKS.md, "Selection latency at 1,000,000 chunks").
 APPROXIMATE_MIN_WINDOWS = 200_000
 # Hybrid packs the embedding list's top this many among the fused top as many (jobs/embedding_first.py): 0, off,
-# unless the job asks, since 4 lost a check-half question on two dev sets (BENCHMARKS.md, "Answer in the prompt (selection)").
+# unless the job asks, since it cost plain questions on some dev sets (BENCHMARKS.md, "Answer in the prompt (selection)").
 EMBEDDING_FIRST = 0
 
 # Okapi BM25 with the fts extension's formula (its match_bm25 macro; how BM25_SQL in

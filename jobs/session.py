@@ -44,8 +44,14 @@ def open_session(db: str | Path, access: OllamaAccess, *, embedding_model: str |
         selector = Selector(store.conn, embedder=access.embedder,
                             embedding_model=embedding_model if access.embedder else None,
                             ensure_fts=store.load_fts, embedding_unavailable=access.embedding_unavailable,
-                            prefixes=prefixes, approximate=None if approximate == "auto" else bool(approximate),
+                            prefixes=prefixes, approximate=_first_stage(approximate),
                             embedding_first=embedding_first)
         yield Session(store, selector, access.llm)
     finally:
         store.close()
+
+
+def _first_stage(approximate: str | bool) -> bool | None:
+    """``selection.approximate`` as the Selector takes it: None by size ('auto', and true as before 'auto'
+    existed), True at any size ('always'), False never."""
+    return True if approximate == "always" else False if approximate is False else None

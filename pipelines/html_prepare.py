@@ -284,7 +284,9 @@ def _demote_admonition_titles(tree: lxml_html.HtmlElement) -> None:
         if not _ADMONITIONS.intersection((div.get("class") or "").split()):
             continue
         first = next((child for child in div if isinstance(child.tag, str)), None)
-        if first is not None and first.tag in _HEADINGS:
+        # DocBook's XSL marks the admonition's title so; a heading that opens a box of another generator
+        # (<div class="warning"><h2>Security</h2>) may be a real section and stays one.
+        if first is not None and first.tag.lower() in _HEADINGS and "title" in (first.get("class") or "").split():
             first.tag = "p"
 
 

@@ -45,7 +45,8 @@ def test_auto_is_the_default_everywhere(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "expected"), [("", None), ("selection:\n  approximate: auto\n", None),
-                                                ("selection:\n  approximate: true\n", True),
+                                                ("selection:\n  approximate: true\n", None),
+                                                ("selection:\n  approximate: always\n", True),
                                                 ("selection:\n  approximate: false\n", False)])
 def test_the_session_selector_follows_the_job(tmp_path: Path, text: str, expected: bool | None) -> None:
     job = parse_job("name: t\nquestions: [q]\n" + text)
@@ -59,6 +60,7 @@ def test_a_wrong_value_is_one_error_naming_the_key(value: str) -> None:
     with pytest.raises(ConfigError) as err:
         parse_job(f"name: t\nquestions: [q]\nselection:\n  approximate: {value}\n", "job.yaml")
     assert "approximate" in str(err.value) and "job.yaml" in str(err.value)
+    assert "expected auto, always, true or false" in str(err.value) and value in str(err.value)
 
 
 def _codes_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> list[int]:
@@ -83,9 +85,15 @@ def test_the_default_scans_exactly_below_the_threshold(tmp_path: Path, monkeypat
     assert _codes_calls(tmp_path, monkeypatch, "") == []
 
 
-@pytest.mark.parametrize(("text", "threshold", "expected"), [("selection:\n  approximate: true\n", 10**9, [1]),
+@pytest.mark.parametrize(("text", "threshold", "expected"), [("selection:\n  approximate: always\n", 10**9, [1]),
                                                              ("selection:\n  approximate: false\n", 1, [])])
-def test_true_and_false_force_either_way(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str,
+def test_always_and_false_force_either_way(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str,
                                          threshold: int, expected: list[int]) -> None:
     monkeypatch.setattr("jobs.select.APPROXIMATE_MIN_WINDOWS", threshold)
     assert _codes_calls(tmp_path, monkeypatch, text) == expected
+
+
+def test_true_keeps_its_meaning_from_before_auto_by_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Jobs written when true meant "past the threshold" must not turn lossy on a small corpus.
+    monkeypatch.setattr("jobs.select.APPROXIMATE_MIN_WINDOWS", 10**9)
+    assert _codes_calls(tmp_path, monkeypatch, "selection:\n  approximate: true\n") == []

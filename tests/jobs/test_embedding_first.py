@@ -90,7 +90,7 @@ def test_a_moved_candidate_says_why_in_its_selection_row() -> None:
     rows = {r["chunk_id"]: r for r in selection_rows(Selection("q", "hybrid", "hybrid", ranked), evidence.packed,
                                                      evidence.sources, evidence)}
     assert rows["A"]["reason"] == "rank 1 within top_k and budget"
-    assert rows["E"]["reason"] == ("rank 2 within top_k and budget; packed first as the embedding #1 "
+    assert rows["E"]["reason"] == ("rank 2 within top_k and budget; moved into the fused top as the embedding #1 "
                                    "(selection.embedding_first)")
 
 
@@ -102,7 +102,24 @@ def test_webqa_run_stores_and_explain_shows_the_moved_candidates(tmp_path: Path,
     assert done.returncode == 0, done.stderr
     moved = rows(db, "SELECT answer_id, rank, reason FROM selections WHERE reason LIKE '%selection.embedding_first%'")
     assert moved, "no candidate was moved up on the fixture site"
-    assert all(re.search(r"packed first as the embedding #\d+ \(selection\.embedding_first\)", m["reason"]) for m in moved)
+    assert all(re.search(r"moved into the fused top as the embedding #\d+ \(selection\.embedding_first\)", m["reason"]) for m in moved)
     explained = webqa("explain", str(moved[0]["answer_id"]), "--db", db)
     assert explained.returncode == 0, explained.stderr
-    assert "packed first as the embedding #" in explained.stdout
+    assert "moved into the fused top as the embedding #" in explained.stdout
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    ("  method: bm25\n", "method hybrid only"),
+    ("  top_k: 4\n", "fewer than top_k (4)"),
+    ("  second_stage: {weight: 0.5}\n", "no effect with selection.rerank or selection.second_stage"),
+    ("  rerank: {}\n", "no effect with selection.rerank or selection.second_stage"),
+])
+def test_a_setting_that_would_leave_it_without_effect_is_one_error(extra: str, says: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_job(f"name: t\nquestions: [q]\nselection:\n  embedding_first: 4\n{extra}", "job.yaml")
+    assert "embedding_first" in str(err.value) and "job.yaml" in str(err.value) and says in str(err.value)
+
+
+def test_a_second_stage_of_weight_zero_keeps_it() -> None:
+    job = parse_job("name: t\nquestions: [q]\nselection:\n  embedding_first: 4\n  second_stage: {weight: 0}\n")
+    assert job.selection.embedding_first == 4

@@ -9,11 +9,14 @@ from pathlib import Path
 import pytest
 
 from jobs import first_stage
-from jobs.answer import AskSettings, QuestionAnswerer, QuestionSpec
+from jobs.answer import AskSettings, QuestionSpec
+from jobs.config import parse_job
 from jobs.explain import explain_answer
+from jobs.llm import OllamaAccess
 from jobs.runstore import RunStore
 from jobs.select import Selector
-from pipelines import vector_codes
+from jobs.session import open_session
+from pipelines import vector_codes, vectors
 from tests.support.index_pages import URLS, VocabEmbedder, random_page
 
 
@@ -28,14 +31,16 @@ def _pages_db(tmp_path: Path) -> Path:
     return db
 
 
-def _answer(store: RunStore, method: str, approximate: bool | None) -> tuple[str, list[dict]]:
-    selector = Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m", ensure_fts=store.load_fts,
-                        approximate=approximate)
-    answerer = QuestionAnswerer(store, selector, None, AskSettings(method=method, answerer="extractive"))
-    outcome = answerer.answer(QuestionSpec("q", "widget server install"))
-    answer_id = outcome.attempts[0].answer_id
-    assert answer_id is not None
-    return explain_answer(store, answer_id), store.selections_of(answer_id)
+def _answer(db: Path, method: str, approximate: str) -> tuple[str, list[dict]]:
+    """Answer one question as a job whose selection.approximate is ``approximate`` does; explain's text and the rows."""
+    job = parse_job(f"name: t\nquestions: [q]\nselection:\n  method: {method}\n  approximate: {approximate}\n")
+    access = OllamaAccess(None, VocabEmbedder(), None, None)  # type: ignore[arg-type]  # the Embedder protocol
+    with open_session(db, access, embedding_model="m", no_chunks="none",
+                      approximate=job.selection.approximate) as session:
+        answerer = session.answerer(AskSettings(method=job.selection.method, answerer="extractive"))
+        answer_id = answerer.answer(QuestionSpec("q", "widget server install")).attempts[0].answer_id
+        assert answer_id is not None
+        return explain_answer(session.store, answer_id), session.store.selections_of(answer_id)
 
 
 def _stage_line(explained: str) -> str:
@@ -45,31 +50,29 @@ def _stage_line(explained: str) -> str:
 
 @pytest.mark.parametrize("method", ["embedding", "hybrid"])
 @pytest.mark.parametrize(("approximate", "expected"), [
-    (True, "Embedding first stage: codes (approximate), forced (selection.approximate true)"),
-    (False, "Embedding first stage: exact scan, forced (selection.approximate false)")])
-def test_forced_either_way_is_stored_and_explained(tmp_path: Path, method: str, approximate: bool,
+    ("always", "Embedding first stage: codes (approximate), forced (selection.approximate always)"),
+    ("false", "Embedding first stage: exact scan, forced (selection.approximate false)")])
+def test_forced_either_way_is_stored_and_explained(tmp_path: Path, method: str, approximate: str,
                                                    expected: str) -> None:
-    with RunStore.open(_pages_db(tmp_path)) as store:
-        explained, rows = _answer(store, method, approximate)
-        assert _stage_line(explained) == expected
-        assert first_stage.stored(rows) == expected.removeprefix("Embedding first stage: ")
-        # Said once, not on every candidate's row.
-        assert explained.count("embedding first stage") == 0 and explained.count("Embedding first stage") == 1
+    explained, rows = _answer(_pages_db(tmp_path), method, approximate)
+    assert _stage_line(explained) == expected
+    assert first_stage.stored(rows) == expected.removeprefix("Embedding first stage: ")
+    # Said once, not on every candidate's row.
+    assert explained.count("embedding first stage") == 0 and explained.count("Embedding first stage") == 1
 
 
-def test_auto_says_the_window_count_either_side_of_the_threshold(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    with RunStore.open(_pages_db(tmp_path)) as store:
-        below, _ = _answer(store, "embedding", None)
-        windows = vector_codes.CodeCache().rows(store.conn, 8)
-        assert windows is None  # below the threshold auto neither reads nor writes codes
-        assert _stage_line(below).startswith("Embedding first stage: exact scan, auto: ")
-        assert _stage_line(below).endswith(f" embedded windows < {200_000}")
-        monkeypatch.setattr("jobs.select.APPROXIMATE_MIN_WINDOWS", 1)
-        past, _ = _answer(store, "embedding", None)
-        windows = vector_codes.CodeCache().rows(store.conn, 8)
-        assert windows
-        assert _stage_line(past) == f"Embedding first stage: codes (approximate), auto: {windows} embedded windows >= 1"
+@pytest.mark.parametrize("approximate", ["auto", "true"])
+def test_auto_says_the_window_count_either_side_of_the_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 approximate: str) -> None:
+    db = _pages_db(tmp_path)
+    below, _ = _answer(db, "embedding", approximate)
+    with RunStore.open(db) as store:
+        assert vector_codes.CodeCache().rows(store.conn, 8) is None  # below the threshold no codes are written
+        windows = int(store.conn.execute(f"SELECT count(*) FROM {vectors.unit_vectors_table(8)}").fetchone()[0])  # type: ignore[index]
+    assert _stage_line(below) == f"Embedding first stage: exact scan, auto: {windows} embedded windows < 200000"
+    monkeypatch.setattr("jobs.select.APPROXIMATE_MIN_WINDOWS", windows)
+    past, _ = _answer(db, "hybrid", approximate)
+    assert _stage_line(past) == f"Embedding first stage: codes (approximate), auto: {windows} embedded windows >= {windows}"
 
 
 def test_a_read_only_database_says_it_fell_back(tmp_path: Path) -> None:
@@ -78,11 +81,10 @@ def test_a_read_only_database_says_it_fell_back(tmp_path: Path) -> None:
         selection = selector.select("widget server install", "embedding")
     assert selection.method_used == "embedding" and selection.candidates
     assert selection.first_stage == ("exact scan, read-only fallback: the binary codes could not be written "
-                                     "(selection.approximate true)")
+                                     "(selection.approximate always)")
 
 
 def test_bm25_answers_record_no_stage_and_explain_prints_none(tmp_path: Path) -> None:
-    with RunStore.open(_pages_db(tmp_path)) as store:
-        explained, rows = _answer(store, "bm25", True)
+    explained, rows = _answer(_pages_db(tmp_path), "bm25", "always")
     assert first_stage.stored(rows) is None
     assert "first stage" not in explained.lower()

@@ -494,3 +494,13 @@ def test_docbook_admonition_titles_open_no_section() -> None:
     assert after_note and all(c.heading_path == ("Chapter 8. Submodules",) for c in after_note)
     note = [c for c in chunks if "Do not use local URLs" in c.text]
     assert note and "Note" in note[0].text.split("\n")  # the label stays, as a line of its section
+
+
+def test_a_heading_opening_another_generators_warning_box_stays_a_section() -> None:
+    # Only DocBook's titled admonitions are demoted: a box of another generator may open a real section.
+    prose = "Deploy the service behind a reverse proxy and keep its port closed to the outside world. " * 6
+    html = ('<html><head><title>Deploying</title></head><body><h1>Deploying</h1>'
+            f'<p>{prose}</p><div class="warning"><h2>Security considerations</h2><p>{prose}</p></div>'
+            f'<h2>Scaling</h2><p>{prose}</p></body></html>')
+    result = clean_html(html)
+    assert headings(result) == [(1, "Deploying"), (2, "Security considerations"), (2, "Scaling")]
