@@ -1,9 +1,8 @@
 """`selection.approximate`: "auto" by default (the codes past APPROXIMATE_MIN_WINDOWS, the exact scan below),
-true forces the codes, false the exact scan; the session's Selector follows the job file."""
+always forces the codes, true is auto (its meaning before auto), false the exact scan; the session's Selector follows the job file."""
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,8 @@ from jobs.runstore import RunStore
 from jobs.select import Selector
 from jobs.session import open_session
 from pipelines import vector_codes
-from tests.support.index_pages import URLS, VocabEmbedder, random_page
+from tests.support.index_pages import VocabEmbedder
+from tests.support.pages_db import pages_db
 from tests.support.store import make_chunks, page_record
 
 
@@ -29,13 +29,7 @@ def _db(tmp_path: Path) -> Path:
 
 
 def _pages_db(tmp_path: Path) -> Path:
-    """Every page of index_pages.URLS in a real DuckDB file, one crawl run each."""
-    db, rng = tmp_path / "pages.duckdb", random.Random(11)
-    with RunStore.open(db) as store:
-        for step, url in enumerate(URLS):
-            record, chunks = random_page(rng, url, step)
-            store.save_page(record, chunks, crawl_run_id=step)
-    return db
+    return pages_db(tmp_path)
 
 
 def test_auto_is_the_default_everywhere(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@ and printed by `webqa explain`: on a real DuckDB store, through QuestionAnswerer
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
@@ -17,18 +16,12 @@ from jobs.runstore import RunStore
 from jobs.select import Selector
 from jobs.session import open_session
 from pipelines import vector_codes, vectors
-from tests.support.index_pages import URLS, VocabEmbedder, random_page
+from tests.support.index_pages import VocabEmbedder
+from tests.support.pages_db import pages_db
 
 
 def _pages_db(tmp_path: Path) -> Path:
-    """Every page of index_pages.URLS in a real DuckDB file, with their vectors and no binary codes yet."""
-    db, rng = tmp_path / "pages.duckdb", random.Random(11)
-    with RunStore.open(db) as store:
-        for step, url in enumerate(URLS):
-            record, chunks = random_page(rng, url, step)
-            store.save_page(record, chunks, crawl_run_id=step)
-        Selector(store.conn, embedder=VocabEmbedder(), embedding_model="m").embed_missing()
-    return db
+    return pages_db(tmp_path, embedded=True)
 
 
 def _answer(db: Path, method: str, approximate: str) -> tuple[str, list[dict]]:
