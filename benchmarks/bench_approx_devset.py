@@ -14,15 +14,14 @@ is measured is the asymmetric stage choosing ``RESCORE_WINDOWS`` of them, and th
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import bench_recall as br
+import devset_cli
 
 
 class _Counted:
@@ -61,17 +60,10 @@ def _compare(exact: list[Any], codes: list[Any], budget: int) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--devset", choices=sorted(br.DEVSETS), default="python")
-    parser.add_argument("--db", type=Path, default=None, help="another copy of the devset database")
-    parser.add_argument("--embedding-model", default=br.EMBEDDING_MODEL,
-                        choices=("all-minilm", "all-mpnet-base-v2", "multilingual-e5-small"))
-    parser.add_argument("--budgets", default="3000,6000")
+    parser = devset_cli.parser(__doc__, models=True)
     parser.add_argument("--rescore-windows", type=int, default=None, help="windows re-scored exactly (default 1,000)")
     args = parser.parse_args(argv)
-    kind = br.crawled_devset(args.devset, args.db)
     from jobs.evaluate import Packing, evaluate
-    from jobs.runstore import RunStore
     from jobs.select import Selector
     from pipelines import vector_codes
 
@@ -79,11 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         vector_codes.RESCORE_WINDOWS = args.rescore_windows
     counted = _Counted(vector_codes.rank)
     vector_codes.rank = counted  # the Selector calls it through the module
-    netloc, _stored, _ = br.stored_netloc(kind.db)
-    devset = br.load_devset(netloc)
     with contextlib.ExitStack() as stack:
-        client = br.embedding_client(stack, args.embedding_model)
-        store = stack.enter_context(RunStore.open(kind.db))
+        devset, store, client = devset_cli.opened(stack, args)
         windows = store.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
         print(f"{args.devset}: {windows} windows; codes re-score {vector_codes.RESCORE_WINDOWS}, wide {vector_codes.WIDE_WINDOWS}")
         selectors = {mode: br._CachedSelector(Selector(store.conn, embedder=client, embedding_model=args.embedding_model,

@@ -11,34 +11,23 @@ bench_stage.py does not.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import bench_recall as br
+import devset_cli
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--devset", choices=sorted(br.DEVSETS), default="python")
-    parser.add_argument("--db", type=Path, default=None, help="another copy of the devset database")
-    parser.add_argument("--embedding-model", default=br.EMBEDDING_MODEL,
-                        choices=("all-minilm", "all-mpnet-base-v2", "multilingual-e5-small"))
-    parser.add_argument("--budgets", default="3000,6000")
+    parser = devset_cli.parser(__doc__, models=True)
     parser.add_argument("--embedding-first", type=int, default=0, help="selection.embedding_first (jobs/embedding_first.py)")
     args = parser.parse_args(argv)
-    kind = br.crawled_devset(args.devset, args.db)
     from jobs.evaluate import Packing, evaluate
-    from jobs.runstore import RunStore
     from jobs.select import Selector
 
-    netloc, _stored, _ = br.stored_netloc(kind.db)
-    devset = br.load_devset(netloc)
     with contextlib.ExitStack() as stack:
-        client = br.embedding_client(stack, args.embedding_model)
-        store = stack.enter_context(RunStore.open(kind.db))
+        devset, store, client = devset_cli.opened(stack, args)
         selector = Selector(store.conn, embedder=client, embedding_model=args.embedding_model, ensure_fts=store.load_fts,
                             embedding_first=args.embedding_first)
         for budget in (int(b) for b in args.budgets.split(",")):

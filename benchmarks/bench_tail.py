@@ -11,17 +11,16 @@ foothold without cutting the top answers. Compared with the default packing per 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import bench_recall as br
+import devset_cli
 
 
 def best_windows(conn: Any, space: str, qvec: np.ndarray, cands: Sequence[Any]) -> dict[str, int]:
@@ -95,29 +94,21 @@ def sources_of(sent: Sequence[Any]) -> list[Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--devset", choices=sorted(br.DEVSETS), default="python")
-    parser.add_argument("--db", type=Path, default=None)
-    parser.add_argument("--budgets", default="3000,6000")
+    parser = devset_cli.parser(__doc__)
     parser.add_argument("--shares", default="0.5,0.67")
     args = parser.parse_args(argv)
-    kind = br.crawled_devset(args.devset, args.db)
     from jobs.answer import packed_sources, prompt_costed
-    from jobs.evaluate import answer_in_sources, contains_any, evidence_tokens
-    from jobs.runstore import RunStore
+    from jobs.evaluate import answer_in_sources, evidence_tokens
     from jobs.select import Selector, _unit_length
 
-    netloc, _stored, _ = br.stored_netloc(kind.db)
-    devset = br.load_devset(netloc)
     with contextlib.ExitStack() as stack:
-        client = br.embedding_client(stack)
-        store = stack.enter_context(RunStore.open(kind.db))
+        devset, store, client = devset_cli.opened(stack, args)
         sel = Selector(store.conn, embedder=client, embedding_model=br.EMBEDDING_MODEL, ensure_fts=store.load_fts)
         rows = []
         for q in devset.questions:
             if not q.expect:
                 continue
-            wanted = {cid for cid, _h, text in store.chunk_texts([q.url, *q.also_urls]) if contains_any(text, q.expect)}
+            wanted = devset_cli.answer_chunks(store, q)
             pool = sel.select(q.question, "hybrid").candidates
             costed = prompt_costed(pool)
             qvec = np.asarray(_unit_length(client.embed([q.question], model=br.EMBEDDING_MODEL)[0]), dtype=np.float32)
@@ -147,26 +138,7 @@ def report(rows: list[dict[str, Any]], args: Any) -> None:
     variants: list[Any] = ["base"]
     for share in (float(s) for s in args.shares.split(",")):
         variants += [share, f"{share}L"]
-    for budget in budgets:
-        for v in variants:
-            for name in ("tune", "check"):
-                part = [r for r in rows if r["half"] == name]
-                got = sum(r[(v, budget)][0] for r in part)
-                para = [r for r in part if r["para"]]
-                got_para = sum(r[(v, budget)][0] for r in para)
-                lost = [r for r in part if not r[(v, budget)][0]]
-                pool = sum(1 for r in lost if r["rank"] is None)
-                trunc = sum(1 for r in lost if r["rank"] is not None and r[(v, budget)][1])
-                below = len(lost) - pool - trunc
-                tokens = sorted(r[(v, budget)][2] for r in part)
-                sources = sorted(r[(v, budget)][3] for r in part)
-                print(f"{budget} {v!s:>6} {name}: in prompt {got}/{len(part)} = {got / len(part):.3f} "
-                      f"[para {got_para}/{len(para)}]; not in pool {pool} / below cut {below} / truncated {trunc}; "
-                      f"tokens median {tokens[len(tokens) // 2]}, sources {sources[len(sources) // 2]}")
-            if v != "base":
-                for r in rows:
-                    if r[(v, budget)][0] != r[("base", budget)][0]:
-                        print(f"    {'GAINED' if r[(v, budget)][0] else 'LOST'} {r['half']} {r['id']} (pool rank {r['rank']})")
+    devset_cli.report(rows, variants, budgets)
 
 
 if __name__ == "__main__":

@@ -6,13 +6,12 @@ and its page's rank among the pool's pages (round 7 of issue 23: what could lift
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import bench_recall as br
+import devset_cli
 
 
 def _rank(cands: Sequence[object], wanted: set[str]) -> int | None:
@@ -20,21 +19,13 @@ def _rank(cands: Sequence[object], wanted: set[str]) -> int | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--devset", choices=sorted(br.DEVSETS), default="python")
-    parser.add_argument("--db", type=Path, default=None)
+    parser = devset_cli.parser(__doc__, budgets=False)
     parser.add_argument("--deep", type=int, default=200)
     args = parser.parse_args(argv)
-    kind = br.crawled_devset(args.devset, args.db)
-    from jobs.evaluate import contains_any
-    from jobs.runstore import RunStore
     from jobs.select import Selector
 
-    netloc, _stored, _ = br.stored_netloc(kind.db)
-    devset = br.load_devset(netloc)
     with contextlib.ExitStack() as stack:
-        client = br.embedding_client(stack)
-        store = stack.enter_context(RunStore.open(kind.db))
+        devset, store, client = devset_cli.opened(stack, args)
         sel = Selector(store.conn, embedder=client, embedding_model=br.EMBEDDING_MODEL, ensure_fts=store.load_fts)
         deep = Selector(store.conn, embedder=client, embedding_model=br.EMBEDDING_MODEL, ensure_fts=store.load_fts,
                         pool=args.deep)
@@ -42,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for q in devset.questions:
             if not q.expect:
                 continue
-            wanted = {cid for cid, _h, text in store.chunk_texts([q.url, *q.also_urls]) if contains_any(text, q.expect)}
+            wanted = devset_cli.answer_chunks(store, q)
             pool = sel.select(q.question, "hybrid").candidates
             bm, em = deep.bm25(q.question, None), deep.embedding(q.question, None)
             r = _rank(pool, wanted)

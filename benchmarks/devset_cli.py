@@ -1,0 +1,76 @@
+"""What the dev-set benchmarks that read one crawled devset share: their command line and their opening.
+
+bench_losses.py, bench_approx_devset.py, bench_promote.py, bench_tail.py and diag_ranks.py each select the
+questions of one devset database (bench_recall.py crawls and embeds it) in their own way; this is the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from pathlib import Path
+from collections.abc import Sequence
+from typing import Any
+
+import bench_recall as br
+
+MODELS = ("all-minilm", "all-mpnet-base-v2", "multilingual-e5-small")
+
+
+def parser(doc: str, *, models: bool = False, budgets: bool = True) -> argparse.ArgumentParser:
+    """--devset and --db (--embedding-model with ``models``, --budgets with ``budgets``); the script adds its own."""
+    made = argparse.ArgumentParser(description=doc.split("\n\n", 1)[0])
+    made.add_argument("--devset", choices=sorted(br.DEVSETS), default="python")
+    made.add_argument("--db", type=Path, default=None, help="another copy of the devset database")
+    if models:
+        made.add_argument("--embedding-model", default=br.EMBEDDING_MODEL, choices=MODELS)
+    if budgets:
+        made.add_argument("--budgets", default="3000,6000")
+    return made
+
+
+def opened(stack: contextlib.ExitStack[Any], args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """(the devset's questions, its database as a RunStore, an embedding client), open until ``stack`` closes."""
+    from jobs.runstore import RunStore
+
+    kind = br.crawled_devset(args.devset, args.db)
+    netloc, _stored, _ = br.stored_netloc(kind.db)
+    devset = br.load_devset(netloc)
+    client = br.embedding_client(stack, getattr(args, "embedding_model", br.EMBEDDING_MODEL))
+    return devset, stack.enter_context(RunStore.open(kind.db)), client
+
+
+def answer_chunks(store: Any, question: Any) -> set[str]:
+    """The chunks of the question's pages that hold one of its expected phrases."""
+    from jobs.evaluate import contains_any
+
+    return {cid for cid, _h, text in store.chunk_texts([question.url, *question.also_urls])
+            if contains_any(text, question.expect)}
+
+
+def report(rows: Sequence[dict[str, Any]], variants: Sequence[Any], budgets: Sequence[int]) -> None:
+    """Per budget, variant and half: answers in the prompt [paraphrased], where the others were lost, the evidence
+    tokens (and sources, when measured); then each question a variant gained or lost against "base".
+
+    A row holds id, half, para, the pool rank of its answer and, per (variant, budget), (in prompt, truncated,
+    tokens[, sources])."""
+    for budget in budgets:
+        for v in variants:
+            for name in ("tune", "check"):
+                part = [r for r in rows if r["half"] == name]
+                cells = [r[(v, budget)] for r in part]
+                got = sum(c[0] for c in cells)
+                para = [r[(v, budget)] for r in part if r["para"]]
+                lost = [r for r in part if not r[(v, budget)][0]]
+                pool = sum(1 for r in lost if r["rank"] is None)
+                trunc = sum(1 for r in lost if r["rank"] is not None and r[(v, budget)][1])
+                tokens = sorted(c[2] for c in cells)
+                sources = sorted(c[3] for c in cells if len(c) > 3)
+                print(f"{budget} {v!s:>6} {name}: in prompt {got}/{len(part)} = {got / len(part):.3f} "
+                      f"[para {sum(c[0] for c in para)}/{len(para)}]; not in pool {pool} / below cut "
+                      f"{len(lost) - pool - trunc} / truncated {trunc}; tokens median {tokens[len(tokens) // 2]}"
+                      + (f", sources {sources[len(sources) // 2]}" if sources else ""))
+            if v != "base":
+                for r in rows:
+                    if r[(v, budget)][0] != r[("base", budget)][0]:
+                        print(f"    {'GAINED' if r[(v, budget)][0] else 'LOST'} {r['half']} {r['id']} (pool rank {r['rank']})")
