@@ -1,10 +1,12 @@
 """Benchmark: fusions of the bm25 and embedding lists that do not scale by each list's best and worst (issue 23).
 
-The product's hybrid (jobs/select.py) min-max scales each list's top 50 and adds them, 0 for a list that did
-not rank a chunk; a chunk only one list ranks scores at most half, and every score moves when a list's best or
+The product's hybrid (jobs/select.py) min-max scales each list's top 50 and adds them (``mm``), 0 for a list that
+did not rank a chunk; a chunk only one list ranks scores at most half, and every score moves when a list's best or
 50th changes (Git's regression since dfcf52e). Here each question's two lists are taken 200 deep once, and the
 union of their top 50s is ordered by each fusion below, then packed as the product packs (whole chunks, top_k
-40). ``base`` is the product's own fusion, checked equal to ``Selector.select(…, "hybrid")`` per question.
+40). ``base`` is the product's fusion (``mm`` at its HYBRID_BM25_WEIGHT), checked equal to
+``Selector.select(…, "hybrid")`` per question. ``--probe N`` asks exact-term questions made from the pages
+instead (round 8: a fusion that gains paraphrases can lose these, which the dev sets hardly hold).
 
 Fusions: ``KIND``, ``BMKIND/EMKIND`` (bm25's scaling / the embedding's), optionally ``@W`` (bm25's weight,
 default .5). Kinds:
@@ -15,6 +17,8 @@ default .5). Kinds:
   dbsf    (score - (mean - 3 sd)) / 6 sd over the top 50 (distribution-based), missing 0
   zdeep   z-score over the 200, missing: the 200th's
   ideal   bm25 only: score / the question's own bound, sum of its terms' idf x (k1 + 1) (no list statistic)
+  idealfill, maxfill   ideal, max; a chunk missing from the list gets the list's 50th (the most it can score)
+  idealdeep, maxdeep   ideal, max; a chunk missing from the list gets its own score from the 200, else the 200th's
   raw     the score as it is (the embedding's cosine), missing 0
   rrf     1 / (60 + rank), missing 0
 
@@ -24,6 +28,7 @@ default .5). Kinds:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -46,6 +51,16 @@ def _scalers(kind: str, top: Sequence[float], deep: Sequence[float],
     """(score -> scaled, the scaled value of a chunk missing from the list, None: use its deep score)."""
     if kind == "ideal":
         return (lambda s: s / (bound or 1.0)), 0.0
+    if kind == "idealfill":  # missing: the list's 50th, the most an unranked chunk can score
+        return (lambda s: s / (bound or 1.0)), min(top) / (bound or 1.0)
+    if kind == "idealdeep":  # missing: its own score from the 200, else the 200th's (near its true score)
+        return (lambda s: s / (bound or 1.0)), None
+    if kind == "maxdeep":
+        high = max(top) or 1.0
+        return (lambda s: s / high), None
+    if kind == "maxfill":
+        high = max(top) or 1.0
+        return (lambda s: s / high), min(top) / high
     if kind == "raw":
         return (lambda s: s), 0.0
     if kind == "mm":
@@ -114,16 +129,46 @@ def question_bound(conn: Any, question: str) -> float:
     return sum(idf for _, idf, _ in terms) * (Bm25Params().k1 + 1)
 
 
+@dataclasses.dataclass
+class Probe:
+    id: str
+    question: str
+    expect: list[str]
+    wanted: set[str]
+
+
+def probes(conn: Any, n: int) -> list[Probe]:
+    """``n`` exact-term questions: identifiers (snake_case names, --options) held by one to three chunks, picked
+    by a hash of their text (deterministic), each asked as "What does IDENT do?"."""
+    import hashlib
+    import re
+
+    pattern = re.compile(r"(?<![\w-])(?:[a-z][a-z0-9]*(?:_[a-z0-9]+)+|--[a-z][a-z0-9]+(?:-[a-z0-9]+)+)(?![\w-])")
+    holders: dict[str, set[str]] = {}
+    for chunk_id, text in conn.execute("SELECT chunk_id, text FROM chunks").fetchall():
+        for ident in set(pattern.findall(text)):
+            if len(ident) >= 8:
+                holders.setdefault(ident, set()).add(chunk_id)
+    rare = sorted((i for i, held in holders.items() if len(held) <= 3),
+                  key=lambda i: hashlib.sha256(i.encode()).hexdigest())
+    return [Probe(f"probe-{i}", f"What does {i} do?", [i], holders[i]) for i in rare[:n]]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = devset_cli.parser(__doc__, models=True)
-    parser.add_argument("--variants", default="mm@.4,mm@.6,mmfill,max,z,dbsf,zdeep,rrf,ideal/mm,ideal/raw,ideal/max")
+    parser.add_argument("--variants", default="mm,mm@.4,ideal/max,ideal/max@.4,ideal/raw,z,dbsf,rrf")
     parser.add_argument("--deep", type=int, default=200)
+    parser.add_argument("--probe", type=int, default=0, metavar="N",
+                        help="instead of the devset's questions, N exact-term questions made from the pages: "
+                             "'What does IDENT do?' for identifiers (snake_case or --options) found in 1-3 chunks; "
+                             "answered when a chunk holding it is packed")
     args = parser.parse_args(argv)
     from jobs.answer import packed_sources, prompt_costed
     from jobs.evaluate import answer_in_sources, evidence_tokens
-    from jobs.select import Selector
+    from jobs.select import HYBRID_BM25_WEIGHT, Selector
 
-    variants = ["mm", *(v for v in args.variants.split(",") if v and v != "mm")]
+    product = f"mm@{HYBRID_BM25_WEIGHT:g}"
+    variants = [product, *(v for v in args.variants.split(",") if v and v != product)]
     budgets = [int(b) for b in args.budgets.split(",")]
     with contextlib.ExitStack() as stack:
         devset, store, client = devset_cli.opened(stack, args)
@@ -132,19 +177,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         sel = Selector(store.conn, **common)
         deep = Selector(store.conn, pool=args.deep, **common)
         rows, differ = [], 0
-        for q in devset.questions:
+        asked = probes(store.conn, args.probe) if args.probe else devset.questions
+        for q in asked:
             if not q.expect:
                 continue
-            wanted = devset_cli.answer_chunks(store, q)
-            product = sel.select(q.question, "hybrid").candidates
+            wanted = q.wanted if args.probe else devset_cli.answer_chunks(store, q)
+            products = sel.select(q.question, "hybrid").candidates
             bm, em = deep.bm25(q.question, None), deep.embedding(q.question, None)
             bound = question_bound(store.conn, q.question)
             row: dict[str, Any] = {"id": q.id, "half": br.half(q.id), "para": q.id.startswith("para-")}
             for v in variants:
                 order = fused(v, bm, em, bound)
                 row[("rank", v)] = next((c.rank for c in order if c.chunk_id in wanted), None)
-                if v == "mm":
-                    if [c.chunk_id for c in order] != [c.chunk_id for c in product]:
+                if v == product:
+                    if [c.chunk_id for c in order] != [c.chunk_id for c in products]:
                         differ += 1
                     row["rank"] = row[("rank", v)]
                 costed = prompt_costed(order)
@@ -155,8 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                         evidence_tokens(packed.sources), len(packed.sources))
             rows.append(row)
             print(".", end="", flush=True)
-        print(f"\nbase (mm) differs from the product's hybrid order on {differ} of {len(rows)} questions")
-        renamed = [{**r, **{("base", b): r[("mm", b)] for b in budgets}} for r in rows]
+        print(f"\nbase ({product}) differs from the product's hybrid order on {differ} of {len(rows)} questions")
+        renamed = [{**r, **{("base", b): r[(product, b)] for b in budgets}} for r in rows]
         devset_cli.report(renamed, ["base", *variants[1:]], budgets)
         print("\nthe answer's pool rank under each fusion, where any fusion changes what reaches the prompt:")
         print("half id " + " ".join(variants))
