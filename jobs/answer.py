@@ -485,7 +485,7 @@ def selection_rows(selection: Selection, packed: Packed, sources: Sequence[Sourc
             "source_number": source_number if is_sent else None,
             "reason": (reason if is_sent else reasons.get(candidate.chunk_id, "not packed")) + stage_note(candidate, is_sent),
         })
-    return first_stage.recorded(rows, selection.first_stage, selection.fusion)
+    return first_stage.recorded(rows, selection.first_stage)
 
 
 def stage_note(candidate: Candidate, sent: bool) -> str:

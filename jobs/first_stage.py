@@ -1,5 +1,5 @@
 """Which first stage ranked a selection's embedding leg, and why: the binary codes (lossy, pipelines/vector_codes.py)
-or the exact scan; and, for hybrid, how the two lists' scores were scaled (their divisors are the question's own).
+or the exact scan.
 
 `selection.approximate` auto switches to the codes once a database passes a window count, and a read-only database
 falls back to the exact scan, so the same job can rank differently between two runs: each answer records which
@@ -16,8 +16,6 @@ CODES = "codes (approximate)"
 EXACT = "exact scan"
 # The marker in a selection row's reason; what follows it, to the end, is the stage.
 MARK = "; embedding first stage: "
-# Hybrid's scaling, recorded before the stage's marker: what follows it, up to that marker, is the fusion.
-FUSION_MARK = "; hybrid score: "
 
 
 def decided(approximate: bool | None, windows: int | None, threshold: int, *, codes: bool,
@@ -33,12 +31,11 @@ def decided(approximate: bool | None, windows: int | None, threshold: int, *, co
     return f"{stage}, auto: {windows} embedded windows {'>=' if codes else '<'} {threshold}"
 
 
-def recorded(rows: list[dict[str, Any]], stage: str | None, fusion: str | None = None) -> list[dict[str, Any]]:
-    """The selection rows with ``fusion`` and ``stage`` added to the reason of the top-ranked one."""
-    if (stage or fusion) and rows:
+def recorded(rows: list[dict[str, Any]], stage: str | None) -> list[dict[str, Any]]:
+    """The selection rows with ``stage`` added to the reason of the top-ranked one."""
+    if stage and rows:
         top = min(rows, key=lambda r: r["rank"])
-        top["reason"] = (f"{top['reason'] or ''}{f'{FUSION_MARK}{fusion}' if fusion else ''}"
-                         f"{f'{MARK}{stage}' if stage else ''}")
+        top["reason"] = f"{top['reason'] or ''}{MARK}{stage}"
     return rows
 
 
@@ -50,17 +47,9 @@ def stored(selections: Sequence[dict[str, Any]]) -> str | None:
     return None
 
 
-def stored_fusion(selections: Sequence[dict[str, Any]]) -> str | None:
-    """The hybrid scaling recorded in an answer's stored selection rows, or None (another method, or stored before)."""
-    for row in selections:
-        if row["reason"] and FUSION_MARK in row["reason"]:
-            return str(row["reason"]).split(FUSION_MARK, 1)[1].split(MARK, 1)[0]
-    return None
-
-
 def without(reason: str | None) -> str | None:
-    """A row's reason without the stage and the fusion (explain prints them once, not on a row)."""
-    return reason.split(MARK, 1)[0].split(FUSION_MARK, 1)[0] if reason else reason
+    """A row's reason without the stage (explain prints the stage once, not on a row)."""
+    return reason.split(MARK, 1)[0] if reason else reason
 
 
 def explain_line(method: str | None, selections: Sequence[dict[str, Any]]) -> list[str]:
@@ -68,8 +57,4 @@ def explain_line(method: str | None, selections: Sequence[dict[str, Any]]) -> li
     if method not in ("embedding", "hybrid"):
         return []
     stage = stored(selections)
-    lines = [f"Embedding first stage: {stage or 'not recorded (stored before answers recorded it, or nothing ranked)'}"]
-    fusion = stored_fusion(selections) if method == "hybrid" else None
-    if fusion:
-        lines.append(f"Hybrid score: {fusion}")
-    return lines
+    return [f"Embedding first stage: {stage or 'not recorded (stored before answers recorded it, or nothing ranked)'}"]

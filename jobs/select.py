@@ -10,10 +10,10 @@ deterministically: ties are broken by page URL and position in the page, never b
 - ``embedding``: cosine similarity in DuckDB between Ollama embeddings; a chunk is embedded as windows
   of 150 words (models ignore what lies past their context) and scores as its best window; each text is
   embedded once per model, ever (cached by its hash).
-- ``hybrid``: score fusion of bm25 and embedding: bm25 divided by the highest score the question could
-  give any chunk, the cosine by the best cosine of its list, weighted ``HYBRID_BM25_WEIGHT`` and the rest
-  and added (0 for a list that did not rank a chunk). See ``HYBRID_BM25_WEIGHT`` for the measurements
-  behind it. Every chunk of either list is kept: the pool is their union.
+- ``hybrid``: normalised score fusion of bm25 and embedding: each list's scores are min-max scaled to
+  [0, 1] within the question's pool, and a chunk's score is the mean of the two (0 for a list that did
+  not rank it). See ``HYBRID_BM25_WEIGHT`` for the measurement behind it. Every chunk of either list is
+  kept: the pool is their union.
 """
 
 from __future__ import annotations
@@ -40,15 +40,13 @@ log = logging.getLogger(__name__)
 
 METHODS = defaults.SELECTION_METHODS
 EMBEDDING_METHODS = defaults.EMBEDDING_METHODS
-# Hybrid = weighted score fusion (CombSUM), chosen over reciprocal-rank fusion on the dev set (figures:
-# BENCHMARKS.md, "Figures behind code comments"): rank fusion throws away how far ahead a list's best hit is.
-# bm25 is scaled by the question's own ceiling (its terms' idf × (k1 + 1) summed), not by its list's best and
-# worst: min-max gave the best bm25 hit a full score however few of the question's words it held, so for a
-# paraphrase (no word shared with the answer) chunks sharing a word or two outranked what the embedding alone
-# found. Cosines keep their model's own scale, so they are divided by their list's best. The weight was chosen
-# on every dev set's tuning half (.4 and .5 each lose one tuning question); the check halves gain at all three
-# (BENCHMARKS.md, "Answer in the prompt (selection)").
-HYBRID_BM25_WEIGHT = 0.45
+# Hybrid = min-max normalised score fusion (CombSUM), equal weights, chosen over reciprocal-rank fusion on the
+# dev set (figures: BENCHMARKS.md, "Figures behind code comments"). Rank fusion throws away how far ahead a
+# list's best hit is: a bm25 score far above the rest of its list (an exact term match) or a cosine far above
+# the others (a paraphrase) counts the same as a close call, so single-list hits were pushed out of the top 5.
+# Scaling each list to [0, 1] keeps that margin; equal weights because neither list is reliably better and the
+# dev set is too small to tune a weight honestly.
+HYBRID_BM25_WEIGHT = 0.5
 # How many candidates each method ranks; packing and the wider retry never need more.
 DEFAULT_POOL = 50
 HEADING_BOOST = 2
@@ -121,8 +119,6 @@ class Candidate:
     span: tuple[int, int, int] | None = None
     # Set when selection.embedding_first moved it ahead of its fused rank: why ("embedding #3").
     first_by: str | None = None
-    # bm25's: the highest score any chunk could have for the question (hybrid scales bm25_score by it).
-    bm25_ceiling: float | None = None
 
 
 @dataclass
@@ -134,8 +130,6 @@ class Selection:
     notice: str | None = None
     # Which first stage ranked the embedding leg, and why (jobs/first_stage.py); None without an embedding leg.
     first_stage: str | None = None
-    # How hybrid scaled and weighted the two lists' scores (their divisors); None for the other methods.
-    fusion: str | None = None
 
     @property
     def best_similarity(self) -> float | None:
@@ -211,7 +205,6 @@ class Selector:
         self.approximate = approximate
         self._codes = vector_codes.CodeCache()
         self._first_stage: str | None = None  # the last embedding leg's (select() runs under the caller's lock)
-        self._fusion: str | None = None  # the last hybrid's divisors, as _first_stage
         self.conn = conn
         self.embedder = embedder
         self.embedding_model = embedding_model
@@ -236,7 +229,7 @@ class Selector:
         if method not in METHODS:
             raise WebqaError(f"unknown selection method {method!r}; use one of {', '.join(METHODS)}")
         scope = self._sorted(urls)
-        notice = self._first_stage = self._fusion = None
+        notice = self._first_stage = None
         used = method
         if method in EMBEDDING_METHODS and not self._embeddings_usable(scope):
             used = "bm25"
@@ -257,8 +250,7 @@ class Selector:
                 notice = f"{method} selection unavailable ({exc}); using bm25"
                 ranked = self.bm25(question, scope)
         return Selection(question, method, used, self._with_pages(_ranked(ranked)), notice,
-                         first_stage=self._first_stage if used in EMBEDDING_METHODS else None,
-                         fusion=self._fusion if used == "hybrid" else None)
+                         first_stage=self._first_stage if used in EMBEDDING_METHODS else None)
 
     def _sorted(self, urls: Sequence[str] | None) -> list[str] | None:
         """The distinct urls sorted, the same list for the same urls (search_scope.Scopes.sorted)."""
@@ -307,9 +299,7 @@ class Selector:
         if not terms:
             return first
         expanded = self._bm25(question + " " + " ".join(terms), scope)
-        # The fused scores are already within [0, 1] (1: the best of the two lists'), so that is their ceiling.
-        return [replace(c, bm25_ceiling=1.0)
-                for c in fuse([(1.0 - rm3.weight, first), (rm3.weight, expanded)], self.pool, "bm25_score")]
+        return fuse([(1.0 - rm3.weight, first), (rm3.weight, expanded)], self.pool, "bm25_score")
 
     def expansion_terms(self, question: str, top: Sequence[Candidate], count: int) -> list[str]:
         """RM3's feedback terms: words of the top documents weighted by the document's share of the
@@ -344,8 +334,8 @@ class Selector:
         terms = _stems(question)
         return [
             Candidate(cid, url, heading, text, tokens, score=float(score), bm25_score=float(score),
-                      matched=_matched_stems(terms, heading + " " + text), ordinal=ordinal, bm25_ceiling=ceiling)
-            for cid, url, heading, text, tokens, score, ordinal, ceiling in rows
+                      matched=_matched_stems(terms, heading + " " + text), ordinal=ordinal)
+            for cid, url, heading, text, tokens, score, ordinal in rows
         ]
 
     def embedding(self, question: str, scope: list[str] | None) -> list[Candidate]:
@@ -408,19 +398,15 @@ class Selector:
 
     def hybrid(self, question: str, scope: list[str] | None) -> list[Candidate]:
         bm25, embedding = self.bm25(question, scope), self.embedding(question, scope)
-        (bm25_scaled, ceiling), (cosine_scaled, best) = _of_ceiling(bm25), _of_best(embedding)
-        self._fusion = fusion_text(ceiling, best, has_bm25=bool(bm25))
         fused: dict[str, dict[str, Any]] = {}
-        for weight, ranked, scaled_scores in ((HYBRID_BM25_WEIGHT, bm25, bm25_scaled),
-                                              (1.0 - HYBRID_BM25_WEIGHT, embedding, cosine_scaled)):
-            for candidate, scaled in zip(ranked, scaled_scores, strict=True):
+        for weight, ranked in ((HYBRID_BM25_WEIGHT, bm25), (1.0 - HYBRID_BM25_WEIGHT, embedding)):
+            for candidate, scaled in zip(ranked, _min_max([c.score for c in ranked]), strict=True):
                 entry = fused.setdefault(candidate.chunk_id, {"candidate": candidate, "score": 0.0})
                 entry["score"] += weight * scaled
                 merged: Candidate = entry["candidate"]
                 entry["candidate"] = replace(
                     merged,
                     bm25_score=merged.bm25_score if merged.bm25_score is not None else candidate.bm25_score,
-                    bm25_ceiling=merged.bm25_ceiling if merged.bm25_ceiling is not None else candidate.bm25_ceiling,
                     embedding_score=merged.embedding_score if merged.embedding_score is not None else candidate.embedding_score,
                 )
         order = sorted(fused.values(), key=lambda e: (-round(e["score"], 8), e["candidate"].url, e["candidate"].ordinal))
@@ -520,32 +506,6 @@ def _ranked(candidates: list[Candidate]) -> list[Candidate]:
 
 
 
-
-
-def _of_ceiling(bm25: Sequence[Candidate]) -> tuple[list[float], float | None]:
-    """bm25's scores divided by the question's ceiling (each in [0, 1]), and the ceiling; scaled min-max when
-    the list has none (candidates made elsewhere)."""
-    ceiling = bm25[0].bm25_ceiling if bm25 else None
-    if not ceiling or ceiling <= 0:
-        return _min_max([c.score for c in bm25]), None
-    return [c.score / ceiling for c in bm25], ceiling
-
-
-def _of_best(embedding: Sequence[Candidate]) -> tuple[list[float], float | None]:
-    """The cosines divided by the list's best (the best 1), and the best; min-max when no cosine is above 0."""
-    scores = [c.score for c in embedding]
-    best = max(scores, default=0.0)
-    if best <= 0:
-        return _min_max(scores), None
-    return [s / best for s in scores], best
-
-
-def fusion_text(ceiling: float | None, best: float | None, *, has_bm25: bool = True) -> str:
-    """How hybrid made a candidate's score, with this question's divisors, for `webqa explain`."""
-    bm25 = (f"bm25 / {ceiling:.4g} (the question's highest possible bm25)" if ceiling
-            else "bm25 min-max scaled within its list" if has_bm25 else "bm25 (no chunk holds a word of the question)")
-    cosine = f"cosine / {best:.4g} (the best cosine)" if best else "cosine min-max scaled within its list"
-    return f"{HYBRID_BM25_WEIGHT:g} × {bm25} + {1.0 - HYBRID_BM25_WEIGHT:g} × {cosine}"
 
 
 def _min_max(scores: list[float]) -> list[float]:

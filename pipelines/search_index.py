@@ -223,10 +223,7 @@ top AS (
     ORDER BY scored.score DESC, s.url, s.ordinal
     LIMIT $pool
 )
-SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score::DOUBLE, c.ordinal,
-       -- The highest score any doc could have for the question (each term adds less than idf × (k1 + 1)):
-       -- hybrid selection scales bm25 by it, a scale of the question's own rather than of its list's best.
-       (SELECT sum(idf::DECIMAL(38, 18)) FROM qterms)::DOUBLE * ($k1 + 1) AS ceiling
+SELECT c.chunk_id, c.url, c.heading_path, c.text, c.token_estimate, top.score::DOUBLE, c.ordinal
 FROM top JOIN chunks c USING (chunk_id)
 ORDER BY top.score DESC, top.url, top.ordinal
 """
@@ -492,8 +489,7 @@ def keyword_rank(conn: duckdb.DuckDBPyConnection, keywords: Sequence[str], scope
 def bm25_rank(conn: duckdb.DuckDBPyConnection, question: str,
               scope: Sequence[str] | search_scope.DocScope | None, *, pool: int,
               k1: float, b: float, heading_weight: float) -> list[tuple[Any, ...]]:
-    """BM25_SQL's rows, best first: (chunk_id, url, heading_path, text, token_estimate, score, ordinal, ceiling),
-    ceiling being the highest score any doc could have for the question (the same in every row).
+    """BM25_SQL's rows, best first: (chunk_id, url, heading_path, text, token_estimate, score, ordinal).
 
     ``scope``: urls, or their docs resolved once (``search_scope.resolve``). Unscoped or by resolved docs, in an
     index of PRUNE_MIN_DOCS docs or more, the common terms' postings are summed only for docs holding a rarer term

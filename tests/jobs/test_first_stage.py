@@ -81,17 +81,3 @@ def test_bm25_answers_record_no_stage_and_explain_prints_none(tmp_path: Path) ->
     explained, rows = _answer(_pages_db(tmp_path), "bm25", "always")
     assert first_stage.stored(rows) is None
     assert "first stage" not in explained.lower()
-
-
-def test_hybrid_answers_record_and_explain_their_fusion_once(tmp_path: Path) -> None:
-    db = _pages_db(tmp_path)
-    explained, rows = _answer(db, "hybrid", "false")
-    [line] = [ln.strip() for ln in explained.splitlines() if "Hybrid score:" in ln]
-    fusion = first_stage.stored_fusion(rows)
-    assert fusion and line == f"Hybrid score: {fusion}"
-    assert fusion.startswith("0.45 × bm25 / ") and "(the question's highest possible bm25) + 0.55 × cosine / " in fusion
-    # Recorded beside the stage, neither spoiling the other, and said once rather than on the top row too.
-    assert first_stage.stored(rows) == "exact scan, forced (selection.approximate false)"
-    assert explained.count("hybrid score:") == 0 and "embedding first stage" not in explained
-    embedded, rows = _answer(db, "embedding", "false")
-    assert first_stage.stored_fusion(rows) is None and "Hybrid score" not in embedded
