@@ -21,7 +21,7 @@ import subprocess
 import threading
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
@@ -156,8 +156,10 @@ def post_webhook(url: str, body: dict[str, Any], *, timeout: float, attempts: in
 
     retrying = Retrying(stop=stop_after_attempt(attempts), wait=wait_exponential(multiplier=backoff_s, max=BACKOFF_MAX_S),
                         retry=retry_if_exception(_transient), reraise=True)
+    # The target is rebuilt on the checked address, so the URL's user:password@ is sent as Basic auth, as curl does.
+    auth = (unquote(parts.username), unquote(parts.password or "")) if parts.username is not None else None
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+        with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False, auth=auth) as client:
             retrying(once, client)
     except httpx.HTTPStatusError as exc:
         raise NotifyError(f"webhook {shown_webhook(url)} answered HTTP {exc.response.status_code} "
