@@ -20,6 +20,7 @@ from typing import Any
 from jobs.changes import (CHANGE_KINDS, CHANGED, EVIDENCE_MOVED, LABELS, NEW, NO_LONGER_ANSWERED, REPORTABLE,
                           REPORTABLE_REWORDED, REWORDED, UNCHANGED, Evidence, classify, evidence_of)
 from jobs.errors import ConfigError, StoreError
+from jobs.markdown_text import md_text, md_url
 from jobs.runstore import IN_PROGRESS, RunStore
 from jobs.typed import value_key, value_text
 
@@ -323,19 +324,19 @@ def _answer_text(row: dict[str, Any] | None) -> str:
     if row is None:
         return "(not asked)"
     if row.get("error"):
-        return f"failed: {_one_line(row['error'], 200)}"
-    return _one_line(row.get("answer")) or "(empty answer)"
+        return f"failed: {md_text(_one_line(row['error'], 200))}"
+    return md_text(_one_line(row.get("answer"))) or "(empty answer)"
 
 
 def _quotes(row: dict[str, Any] | None) -> list[str]:
     if row is None:
         return []
-    return [_one_line(c.get("quote"), 200) for c in citations_of(row) if c.get("valid") and c.get("quote")]
+    return [md_text(_one_line(c.get("quote"), 200)) for c in citations_of(row) if c.get("valid") and c.get("quote")]
 
 
 def _side(label: str, row: dict[str, Any] | None) -> list[str]:
     value = _stored_value(row) if row is not None and row.get("value_type") not in (None, "text") else None
-    lines = [f"  - {label}: {_answer_text(row)}" + (f" (value: {value_text(value)})" if value is not None else "")]
+    lines = [f"  - {label}: {_answer_text(row)}" + (f" (value: {md_text(value_text(value))})" if value is not None else "")]
     lines += [f"    “{q}”" for q in _quotes(row)]
     return lines
 
@@ -356,7 +357,7 @@ def _behind(diff: RunDiff, change: AnswerChange) -> str:
     pages = diff.pages_behind(change)
     if not pages:
         return "    behind it: no page it cites changed" if diff.pages_recorded else ""
-    return "    behind it: " + ", ".join(f"<{p.url}> {p.change}" + (f" ({p.reason})" if p.reason else "")
+    return "    behind it: " + ", ".join(f"<{md_url(p.url)}> {p.change}" + (f" ({md_text(p.reason)})" if p.reason else "")
                                          for p in pages)
 
 
@@ -429,11 +430,11 @@ def render_page_changes(diff: RunDiff, *, heading: str = "#", between: bool = Fa
         lines += [f"**{label}** ({len(items)}):", ""]
         for p in items:
             cited = f"cited by {', '.join(p.cited_by)}" if p.cited_by else "not cited"
-            lines.append(f"- <{p.url}> — {p.reason + '; ' if p.reason else ''}{cited}")
+            lines.append(f"- <{md_url(p.url)}> — {md_text(p.reason) + '; ' if p.reason else ''}{cited}")
         lines.append("")
     unchanged = [p for p in diff.pages if p.change == PAGE_UNCHANGED]
     if unchanged:
-        lines += [f"**Unchanged** ({len(unchanged)}): " + ", ".join(f"<{p.url}>" for p in unchanged), ""]
+        lines += [f"**Unchanged** ({len(unchanged)}): " + ", ".join(f"<{md_url(p.url)}>" for p in unchanged), ""]
     return lines
 
 
