@@ -132,7 +132,8 @@ def answer_questions(run: Run, store: RunStore, answerer: QuestionAnswerer, out_
         answerer.checked_scope(default_urls, list(default_urls))  # answer_all checked them against the pages
     specs = [QuestionSpec(q.id, q.question, stored_form(q.urls) or default_urls, parse_type(q.type), q.kind)
              for q in job.questions]
-    changes = None if options.dry_run else ChangeTracker(store, answerer.db_lock, run_id, previous_run_id)
+    questions = [(s.id, s.question) for s in specs]
+    changes = None if options.dry_run else ChangeTracker(store, answerer.db_lock, run_id, previous_run_id, questions)
     jsonl_path = out_dir / "answers.jsonl"
     results: dict[str, dict[str, Any]] = {}
     if resumed_answers and changes is not None:
