@@ -70,3 +70,20 @@ def test_a_full_disk_during_a_crawl_is_one_error_line(tmp_path: Path, disk: Path
                  env={"WEBQA_ALLOW_PRIVATE_NETWORKS": "1"})
     error = one_error(done)
     assert str(db) in error and "No space left on device" in error, error
+
+
+def test_a_read_only_output_folder_says_what_to_do_not_to_free_space(tmp_path: Path, disk: Path,
+                                                                      crawled: Crawled) -> None:
+    # Freeing space does not help a read-only file system: the line says what does.
+    db = tmp_path / "w.duckdb"
+    shutil.copy(crawled.db, db)
+    remount = subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True, text=True, timeout=30)
+    if remount.returncode != 0:
+        pytest.skip(f"cannot remount the tmpfs read-only here: {remount.stderr.strip()}")
+    job = write_job(tmp_path, job_yaml(ALL))
+    with FakeOllama() as fake:
+        fake.chat_responder = quoting_responder
+        done = webqa("run", job, "--db", db, "--no-crawl", "--out", disk / "out", "-q", host=fake.url, cwd=tmp_path)
+    error = one_error(done)
+    assert "Read-only file system" in error and "make that file system writable, then `webqa run --resume`" in error
+    assert "free space" not in error, error
