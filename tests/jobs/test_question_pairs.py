@@ -68,3 +68,9 @@ def test_a_question_added_at_the_top_leaves_the_others_unchanged(tmp_path: Path,
     assert (q3["change"], q3["before_question"]) == ("no_longer_answered", python)
     assert f"- **q3**: {python.replace('Which', 'What')} (question edited; it was “{python}”)" in \
         (out / "run-3" / "report.md").read_text(encoding="utf-8")
+    # `webqa history` follows the question as its changes were decided: through the renumbering and the edit.
+    history = json.loads(webqa("history", "q2", "--db", db, "--json").stdout)
+    assert [(h["run_id"], h["question_id"], h["change"]) for h in history] == [
+        (1, "q1", "new"), (2, "q2", "unchanged"), (3, "q2", "unchanged")]
+    text = webqa("history", "q3", "--db", db).stdout
+    assert text.rstrip().endswith(f"Asked otherwise: run 1 as q2: “{python}”; run 2 as q3: “{python}”"), text
