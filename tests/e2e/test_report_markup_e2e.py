@@ -9,6 +9,7 @@ the page, and the ``[1]`` markers stay readable.
 from __future__ import annotations
 
 import re
+from urllib.parse import quote
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -77,3 +78,32 @@ def test_md_text_and_md_url_neutralise_only_markup() -> None:
     assert md_text("[1](https://e.example) [2]: https://e.example") == r"\[1\](https://e.example) \[2\]: https://e.example"
     assert md_text("a\\b <b>x</b>\n# not a heading") == "a\\\\b \\<b\\>x\\</b\\>\n\\# not a heading"
     assert md_url("https://h.example/a (b)<c>") == "https://h.example/a%20%28b%29%3Cc%3E"
+
+
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Chromium at /usr/bin/chromium")
+def test_a_quote_that_starts_on_its_heading_lands_on_the_page_in_chromium(tmp_path: Path) -> None:
+    # Where report.html sends a reader: the real browser scrolls to the quote only when the directive matches.
+    from playwright.sync_api import sync_playwright
+
+    from jobs.report_html import text_fragment
+
+    filler = "".join(f"<p>Filler paragraph {i} says nothing about the server at all.</p>" for i in range(150))
+    page_html = (f"<!DOCTYPE html><html><body>{filler}<h2>Configuration</h2><p>The control server listens on port "
+                 f"7301 unless another port is configured.</p>{filler}</body></html>")
+    matched = "Configuration\nThe control server listens on port 7301 unless another port is configured."
+    with SiteServer(("127.0.0.1",)) as site, sync_playwright() as playwright:
+        site.add(0, "/page.html", page_html)
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        try:
+            scrolled = {}
+            for name, directive in (("ours", text_fragment(matched)), ("joined", ":~:text=" + quote(
+                    "Configuration The control server") + "," + quote("another port is configured."))):
+                tab = browser.new_page()
+                tab.goto(f"{site.url(0, '/page.html')}#{directive}")
+                tab.wait_for_timeout(1000)
+                scrolled[name] = tab.evaluate("window.scrollY")
+                tab.close()
+        finally:
+            browser.close()
+    assert scrolled["joined"] == 0  # the term across the heading matches nothing: the page stays at its top
+    assert scrolled["ours"] > 1000, scrolled
