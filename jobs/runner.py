@@ -59,8 +59,8 @@ def _run_job(job: JobConfig, options: RunOptions, notify: Notify | Callable[[str
         from crawler.run import gather_urls
 
         gather_urls(crawl_options(job, options))  # a job without a usable URL list: exit 2 before anything opens
-    _writable_output(options.out_dir or job.output.dir)
     with RunLock(options.db, options.wait_seconds):
+        _writable_output(options.out_dir or job.output.dir)  # after the lock: a refused run leaves nothing behind
         resume = resumable_run(job, options, notify) if options.resume else None
         if resume is None and not options.crawl:
             require_database(options.db)
