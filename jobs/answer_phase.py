@@ -89,6 +89,9 @@ def answer_all(run: Run, crawl: CrawlReport) -> RunResult:
                                   model=job.model if answerer == "llm" else None)
         run_row = store.run_row(run_id) or {}
         previous_run_id = run_row.get("previous_run_id")
+        if not options.dry_run and (shared := _other_job_file(store, run_row, previous_run_id)) is not None:
+            notify.important(f"Notice: {shared}")
+            notices.append(shared)
         ask = AskSettings(method=method, top_k=job.selection.top_k, token_budget=job.selection.token_budget,
                           retry_wider=job.selection.retry_wider, answerer=answerer, dry_run=options.dry_run,
                           model=job.model, min_similarity=job.selection.min_similarity,
@@ -99,6 +102,17 @@ def answer_all(run: Run, crawl: CrawlReport) -> RunResult:
         return answer_questions(run, store, answerer_obj, out_dir, crawl, degraded, previous_run_id, scope,
                                 resumed=run.resume is not None, resumed_answers=resumed_answers,
                                 bm25_from_start=wants_embeddings and access.embedding_unavailable is not None)
+
+
+def _other_job_file(store: RunStore, run_row: dict[str, Any], previous_run_id: int | None) -> str | None:
+    """Said when the run it is compared with was started from another job file: two files with one ``name:``
+    share one history, and each run would report the other file's questions and pages as changes."""
+    before = store.run_row(previous_run_id) if previous_run_id is not None else None
+    mine, theirs = run_row.get("job_file"), (before or {}).get("job_file")
+    if not mine or not theirs or mine == theirs:
+        return None
+    return (f"job {run_row['job_name']} was last run (run {previous_run_id}) from {theirs}, not {mine}, and its answers "
+            f"are compared with that run's; if two job files share this name, give each its own name:")
 
 
 def _connect(job: JobConfig, notify: Notify, notices: list[str], *, chat: bool, embeddings: bool) -> OllamaAccess:
@@ -132,7 +146,8 @@ def answer_questions(run: Run, store: RunStore, answerer: QuestionAnswerer, out_
         answerer.checked_scope(default_urls, list(default_urls))  # answer_all checked them against the pages
     specs = [QuestionSpec(q.id, q.question, stored_form(q.urls) or default_urls, parse_type(q.type), q.kind)
              for q in job.questions]
-    changes = None if options.dry_run else ChangeTracker(store, answerer.db_lock, run_id, previous_run_id)
+    questions = [(s.id, s.question) for s in specs]
+    changes = None if options.dry_run else ChangeTracker(store, answerer.db_lock, run_id, previous_run_id, questions)
     jsonl_path = out_dir / "answers.jsonl"
     results: dict[str, dict[str, Any]] = {}
     if resumed_answers and changes is not None:

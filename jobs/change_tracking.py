@@ -3,24 +3,30 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from jobs.answer import QuestionSpec
 from jobs.changes import Evidence, classify
 from jobs.history import evidence_from_row
+from jobs.question_pairs import pair_previous
 from jobs.runstore import RunStore
 
 
 class ChangeTracker:
     """Stores each final answer's evidence and its change since the job's previous successful run."""
 
-    def __init__(self, store: RunStore, lock: threading.Lock, run_id: int, previous_run_id: int | None) -> None:
+    def __init__(self, store: RunStore, lock: threading.Lock, run_id: int, previous_run_id: int | None,
+                 questions: Sequence[tuple[str, str]]) -> None:
+        """``questions``: the run's (id, question), each compared with the same question of the previous run."""
         self.store = store
         self.lock = lock
         self.run_id = run_id
         self.previous: dict[str, Evidence] = {}
         if previous_run_id is not None:
-            self.previous = {r["question_id"]: evidence_from_row(r) for r in store.final_answers(previous_run_id)}
+            rows = {r["question_id"]: r for r in store.final_answers(previous_run_id)}
+            self.previous = {qid: evidence_from_row(rows[p]) for qid, p in pair_previous(rows, questions).items()
+                             if p is not None}
 
     def record(self, spec: QuestionSpec, error: str | None) -> str:
         with self.lock:

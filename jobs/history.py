@@ -20,6 +20,8 @@ from typing import Any
 from jobs.changes import (CHANGE_KINDS, CHANGED, EVIDENCE_MOVED, LABELS, NEW, NO_LONGER_ANSWERED, REPORTABLE,
                           REPORTABLE_REWORDED, REWORDED, UNCHANGED, Evidence, classify, evidence_of)
 from jobs.errors import ConfigError, StoreError
+from jobs.markdown_text import md_text, md_url
+from jobs.question_pairs import edited, pair_previous
 from jobs.runstore import IN_PROGRESS, RunStore
 from jobs.typed import value_key, value_text
 
@@ -150,28 +152,17 @@ def compare_runs(store: RunStore, run_a: int | None, run_b: int, order: Sequence
             raise ConfigError(f"no run {run_a} in {store.path}; `webqa runs` lists them")
     before = {r["question_id"]: r for r in store.final_answers(run_a)} if run_a is not None else {}
     after = {r["question_id"]: r for r in store.final_answers(run_b)}
-
     ids = list(dict.fromkeys([*(order or []), *after, *before]))
-    answers = []
-    for qid in ids:
-        a, b = before.get(qid), after.get(qid)
-        if a is None and b is None:
-            continue
-        if b is None:
-            assert a is not None
-            answers.append(AnswerChange(qid, a["question"], NOT_ASKED, a, None))
-            continue
-        change = classify(evidence_from_row(a) if a is not None else None, evidence_from_row(b))
-        answers.append(AnswerChange(qid, b["question"], change, a, b))
+    answers = _answer_changes(before, after, ids)
 
     pages_a = store.run_pages(run_a) if run_a is not None else {}
     pages_b = store.run_pages(run_b)
     recorded = bool(pages_b) and (run_a is None or bool(pages_a))
     citing: dict[str, set[str]] = {}
-    for rows in (before, after):
-        for qid, row in rows.items():
-            for url in cited_urls(row):
-                citing.setdefault(url, set()).add(qid)
+    for change in answers:  # under the question's id now, the earlier answer's pages too
+        for row in (change.before, change.after):
+            for url in cited_urls(row) if row is not None else ():
+                citing.setdefault(url, set()).add(change.question_id)
     rank = {qid: i for i, qid in enumerate(ids)}
     dropped = store.dropped_pages() if set(pages_a) - set(pages_b) else {}
     pages = []
@@ -190,6 +181,27 @@ def compare_runs(store: RunStore, run_a: int | None, run_b: int, order: Sequence
         pages.append(PageChange(url, kind, pa and pa["content_hash"], pb and pb["content_hash"],
                                 (pb or pa or {}).get("fetched_at"), by, reason))
     return RunDiff(row_a, row_b, answers, pages, recorded)
+
+
+def _answer_changes(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]], ids: list[str]
+                    ) -> list[AnswerChange]:
+    """Each question of either run with its change; a question is compared with the same question of the
+    earlier run (jobs/question_pairs.py), and an earlier question no later one was paired with was not asked."""
+    pairs = pair_previous(before, [(qid, row["question"]) for qid, row in after.items()])
+    paired = {p for p in pairs.values() if p is not None}
+    answers = []
+    for qid in ids:
+        b = after.get(qid)
+        if b is None:
+            a = before.get(qid)
+            if a is not None and qid not in paired:
+                answers.append(AnswerChange(qid, a["question"], NOT_ASKED, a, None))
+            continue
+        earlier = pairs.get(qid)
+        a = before[earlier] if earlier is not None else None
+        change = classify(evidence_from_row(a) if a is not None else None, evidence_from_row(b))
+        answers.append(AnswerChange(qid, b["question"], change, a, b))
+    return answers
 
 
 def default_pair(store: RunStore, job: str | None) -> tuple[int, int]:
@@ -323,19 +335,19 @@ def _answer_text(row: dict[str, Any] | None) -> str:
     if row is None:
         return "(not asked)"
     if row.get("error"):
-        return f"failed: {_one_line(row['error'], 200)}"
-    return _one_line(row.get("answer")) or "(empty answer)"
+        return f"failed: {md_text(_one_line(row['error'], 200))}"
+    return md_text(_one_line(row.get("answer"))) or "(empty answer)"
 
 
 def _quotes(row: dict[str, Any] | None) -> list[str]:
     if row is None:
         return []
-    return [_one_line(c.get("quote"), 200) for c in citations_of(row) if c.get("valid") and c.get("quote")]
+    return [md_text(_one_line(c.get("quote"), 200)) for c in citations_of(row) if c.get("valid") and c.get("quote")]
 
 
 def _side(label: str, row: dict[str, Any] | None) -> list[str]:
     value = _stored_value(row) if row is not None and row.get("value_type") not in (None, "text") else None
-    lines = [f"  - {label}: {_answer_text(row)}" + (f" (value: {value_text(value)})" if value is not None else "")]
+    lines = [f"  - {label}: {_answer_text(row)}" + (f" (value: {md_text(value_text(value))})" if value is not None else "")]
     lines += [f"    “{q}”" for q in _quotes(row)]
     return lines
 
@@ -356,7 +368,7 @@ def _behind(diff: RunDiff, change: AnswerChange) -> str:
     pages = diff.pages_behind(change)
     if not pages:
         return "    behind it: no page it cites changed" if diff.pages_recorded else ""
-    return "    behind it: " + ", ".join(f"<{p.url}> {p.change}" + (f" ({p.reason})" if p.reason else "")
+    return "    behind it: " + ", ".join(f"<{md_url(p.url)}> {p.change}" + (f" ({md_text(p.reason)})" if p.reason else "")
                                          for p in pages)
 
 
@@ -388,7 +400,8 @@ def render_diff(diff: RunDiff, *, heading: str = "#", between: bool = False) -> 
                 continue
             lines += [f"**{label}** ({len(items)}):", ""]
             for c in items:
-                lines.append(f"- **{c.question_id}**: {c.question}")
+                note = edited(c.before, c.after)
+                lines.append(f"- **{c.question_id}**: {c.question}" + (f" ({md_text(note)})" if note else ""))
                 if kind != NEW:
                     lines += _side(f"before (run {a})", c.before)
                 lines += _side(f"now (run {b})", c.after)
@@ -396,7 +409,8 @@ def render_diff(diff: RunDiff, *, heading: str = "#", between: bool = False) -> 
                     lines.append(behind)
             lines.append("")
         for kind, label in SAME_SECTIONS:
-            same = [c.question_id for c in diff.answers if c.change == kind]
+            same = [c.question_id + (f" ({md_text(note)})" if (note := edited(c.before, c.after)) else "")
+                    for c in diff.answers if c.change == kind]
             if same:
                 lines += [f"**{label}** ({len(same)}): {', '.join(same)}", ""]
         missing = [c.question_id for c in diff.answers if c.change == NOT_ASKED]
@@ -429,11 +443,11 @@ def render_page_changes(diff: RunDiff, *, heading: str = "#", between: bool = Fa
         lines += [f"**{label}** ({len(items)}):", ""]
         for p in items:
             cited = f"cited by {', '.join(p.cited_by)}" if p.cited_by else "not cited"
-            lines.append(f"- <{p.url}> — {p.reason + '; ' if p.reason else ''}{cited}")
+            lines.append(f"- <{md_url(p.url)}> — {md_text(p.reason) + '; ' if p.reason else ''}{cited}")
         lines.append("")
     unchanged = [p for p in diff.pages if p.change == PAGE_UNCHANGED]
     if unchanged:
-        lines += [f"**Unchanged** ({len(unchanged)}): " + ", ".join(f"<{p.url}>" for p in unchanged), ""]
+        lines += [f"**Unchanged** ({len(unchanged)}): " + ", ".join(f"<{md_url(p.url)}>" for p in unchanged), ""]
     return lines
 
 
@@ -463,6 +477,8 @@ def diff_json(diff: RunDiff) -> dict[str, Any]:
         "counts": diff.counts(),
         "changed": diff.changed,
         "answers": [{"question_id": c.question_id, "question": c.question, "change": c.change,
+                     "before_question_id": c.before["question_id"] if c.before else None,
+                     "before_question": c.before["question"] if c.before else None,
                      "before": _answer_json(c.before), "after": _answer_json(c.after),
                      "pages_behind": [p.url for p in diff.pages_behind(c)]} for c in diff.answers],
         "pages_recorded": diff.pages_recorded,

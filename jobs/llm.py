@@ -49,6 +49,7 @@ from jobs.llm_defaults import (
     DEFAULT_TIMEOUT_S,
     default_host,
     default_options,
+    host_credentials,
     normalize_host,
 )
 
@@ -80,10 +81,14 @@ class OllamaSettings:
     backoff_s: float = 1.0
     backoff_max_s: float = 30.0
     embed_batch: int = 64
+    # (host, user, password) from the host's user:password@, sent as Basic auth; never in host, repr or messages.
+    credentials: tuple[str, str, str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Frozen: normalise through object.__setattr__ so every message names the URL really used.
-        object.__setattr__(self, "host", normalize_host(self.host))
+        raw, host = self.host, normalize_host(self.host)
+        object.__setattr__(self, "host", host)
+        object.__setattr__(self, "credentials", host_credentials(raw, host, self.credentials))
         if self.max_attempts < 1:
             raise ConfigError(f"max_attempts must be at least 1, not {self.max_attempts}")
         if self.embed_batch < 1:
@@ -182,6 +187,7 @@ class OllamaClient:
         self._client = ollama.Client(
             host=settings.host,
             timeout=httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
+            auth=settings.credentials[1:] if settings.credentials else None,
         )
 
     @property
@@ -382,6 +388,11 @@ class OllamaClient:
     # ------------------------------------------------------------------ error texts
 
     def _unavailable(self, exc: BaseException) -> LLMUnavailableError:
+        if isinstance(exc, ollama.ResponseError) and exc.status_code in (401, 403):
+            # A proxy asking for a password: starting Ollama would not help.
+            sent = "refused the user and password of" if self.settings.credentials else "wants a user and password in"
+            return LLMUnavailableError(f"Ollama at {self.host} answered HTTP {exc.status_code}: it {sent} the host "
+                                       "URL; give them as user:password@ before the host (ollama.host or OLLAMA_HOST)")
         return LLMUnavailableError(
             f"Ollama is not reachable at {self.host}: {_reason(exc)}; "
             "start it with `ollama serve` or set OLLAMA_HOST"

@@ -65,3 +65,20 @@ def normalize_host(host: str) -> str:
 def default_host() -> str:
     """``$OLLAMA_HOST`` (read when asked, not at import), else the local server."""
     return os.environ.get("OLLAMA_HOST", "").strip() or DEFAULT_HOST
+
+
+def host_credentials(raw: str, host: str, kept: tuple[str, str, str] | None) -> tuple[str, str, str] | None:
+    """(normalised host, user, password) to send as Basic auth, for a server behind an authenticating proxy.
+
+    Taken from the ``user:password@`` of ``raw``, which :func:`normalize_host` leaves out of ``host`` so that no
+    message shows it; without one, ``kept`` stays only if it was for the same host, so a copy of the settings
+    made for another server never carries this one's password there.
+    """
+    text = raw.strip()
+    try:
+        parts = urllib.parse.urlsplit(text if "://" in text else f"http://{text}")
+    except ValueError:
+        return None
+    if parts.username is not None:
+        return host, urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
+    return kept if kept is not None and kept[0] == host else None

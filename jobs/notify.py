@@ -21,7 +21,7 @@ import subprocess
 import threading
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
@@ -29,9 +29,8 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from crawler.middlewares.ssrf import address_problem, blocked_message, parse_ip_host
 from jobs.changes import REPORTABLE
 from jobs.history import RunDiff, citations_of
-from jobs.notify_config import NotifyConfig
+from jobs.notify_config import NotifyConfig, shown_webhook
 from jobs.report_html import fragment_link
-from pipelines.redact import redact_url
 
 __all__ = ["NotifyError", "change_payload", "notify_changes", "post_webhook", "run_command", "webhook_target"]
 
@@ -96,12 +95,12 @@ def webhook_target(url: str, *, allow_private: bool) -> tuple[str, str]:
             ipaddress.ip_address(info[4][0].split("%", 1)[0])
             for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
     except (OSError, UnicodeError) as exc:
-        raise NotifyError(f"webhook {redact_url(url)}: cannot resolve {host}: {exc}") from None
+        raise NotifyError(f"webhook {shown_webhook(url)}: cannot resolve {host}: {exc}") from None
     if not allow_private:
         for ip in addresses:
             problem = address_problem(ip)
             if problem:
-                raise NotifyError(f"webhook {redact_url(url)}: {blocked_message(host, problem)} "
+                raise NotifyError(f"webhook {shown_webhook(url)}: {blocked_message(host, problem)} "
                                   "(crawl.allow_private_networks)")
     ip = addresses[0]
     shown = f"[{ip}]" if ip.version == 6 else str(ip)
@@ -140,8 +139,9 @@ def post_webhook(url: str, body: dict[str, Any], *, timeout: float, attempts: in
                  backoff_s: float = BACKOFF_S) -> int:
     """POST ``body`` as JSON; returns the number of POSTs made. Raises NotifyError after the last attempt."""
     target, host = webhook_target(url, allow_private=allow_private)
-    default_port = {"http": 80, "https": 443}[urlsplit(url).scheme]
-    port = urlsplit(url).port
+    parts = urlsplit(url)
+    default_port = {"http": 80, "https": 443}[parts.scheme]
+    port = parts.port
     headers = {"Host": host if port in (None, default_port) else f"{host}:{port}", "User-Agent": USER_AGENT}
     made = 0
 
@@ -156,14 +156,16 @@ def post_webhook(url: str, body: dict[str, Any], *, timeout: float, attempts: in
 
     retrying = Retrying(stop=stop_after_attempt(attempts), wait=wait_exponential(multiplier=backoff_s, max=BACKOFF_MAX_S),
                         retry=retry_if_exception(_transient), reraise=True)
+    # The target is rebuilt on the checked address, so the URL's user:password@ is sent as Basic auth, as curl does.
+    auth = (unquote(parts.username), unquote(parts.password or "")) if parts.username is not None else None
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+        with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False, auth=auth) as client:
             retrying(once, client)
     except httpx.HTTPStatusError as exc:
-        raise NotifyError(f"webhook {redact_url(url)} answered HTTP {exc.response.status_code} "
+        raise NotifyError(f"webhook {shown_webhook(url)} answered HTTP {exc.response.status_code} "
                           f"({made} POST{'s' if made != 1 else ''})") from None
     except httpx.HTTPError as exc:
-        raise NotifyError(f"webhook {redact_url(url)} failed after {made} POST{'s' if made != 1 else ''}: "
+        raise NotifyError(f"webhook {shown_webhook(url)} failed after {made} POST{'s' if made != 1 else ''}: "
                           f"{type(exc).__name__}: {exc or 'no detail'}") from None
     return made
 

@@ -8,7 +8,16 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
-__all__ = ["NotifyConfig"]
+__all__ = ["NotifyConfig", "shown_webhook"]
+
+
+def shown_webhook(url: str) -> str:
+    """The webhook as messages, logs and reports show it: scheme and host only, because services put the
+    secret in the path or query (Slack's /services/T/B/TOKEN, ?token=) and the userinfo is a password."""
+    parts = urlsplit(url.strip())
+    netloc = parts.netloc.rpartition("@")[2]
+    rest = "/…" if parts.path not in ("", "/") or parts.query else "/"
+    return f"{parts.scheme}://{netloc}{rest}"
 
 
 class NotifyConfig(BaseModel):
@@ -33,11 +42,12 @@ class NotifyConfig(BaseModel):
             return None
         parts = urlsplit(value.strip())
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"expected an http(s) URL like 'https://hooks.example.org/webqa', got {value!r}")
+            raise ValueError("expected an http(s) URL like 'https://hooks.example.org/webqa', "
+                             f"got {shown_webhook(value)!r}")
         try:
             parts.port  # urllib reads the port only when asked: a bad one would fail after the run is saved
         except ValueError:
-            raise ValueError(f"the port of {value!r} is not a number from 0 to 65535") from None
+            raise ValueError(f"the port of {shown_webhook(value)!r} is not a number from 0 to 65535") from None
         return value.strip()
 
     @field_validator("command", mode="before")

@@ -27,6 +27,9 @@ __all__ = ["text_fragment", "fragment_link", "write_html_report"]
 RANGE_WORDS = 10
 EDGE_WORDS = 4
 _GAP = re.compile(r"\s*(?:…|\[…\]|\.\.\.)\s*")
+# A line of the page's text shorter than this (a heading such as "Configuration") may stand anywhere on the
+# page, in its menu too: a range does not start or end on it when that part of the quote has a longer line.
+ANCHOR_WORDS = 3
 
 _STYLE = """
 body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b}
@@ -50,10 +53,14 @@ def _encode(text: str) -> str:
 
 
 def text_fragment(matched: str) -> str | None:
-    """``:~:text=`` for the page's words a quote matched. A quote with an ellipsis is a range from its first
-    fragment's start to its last fragment's end: the words around the gap are not next to each other on the
-    page, so no term may run across it."""
-    fragments = [words for part in _GAP.split(matched or "") if (words := part.split())]
+    """``:~:text=`` for the page's words a quote matched. A quote with an ellipsis or a line break is a range
+    from its first fragment's start to its last fragment's end: the words around the gap are not next to each
+    other on the page (or not in one block), so no term may run across it."""
+    fragments: list[list[str]] = []
+    for part in _GAP.split(matched or ""):
+        # A browser matches a term within one block (a heading, a paragraph): no term across a line break either.
+        lines = [words for line in part.split("\n") if (words := line.split())]
+        fragments += [words for words in lines if len(words) >= ANCHOR_WORDS] or lines
     if not fragments:
         return None
     first, last = fragments[0], fragments[-1]

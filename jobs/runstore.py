@@ -266,12 +266,21 @@ class RunStore(Store):
             changes.setdefault(int(run_id), {})[str(kind)] = int(n)
         return changes
 
-    def question_answers(self, job_name: str, question_id: str) -> list[dict[str, Any]]:
-        """The final answer to a question in each done/partial run of the job (dry runs left out), oldest first."""
+    def job_questions(self, job_name: str) -> list[dict[str, Any]]:
+        """(run_id, question_id, question, answer_id) of each final answer of every done/partial run of the job
+        (dry runs left out), oldest run first: enough to follow one question from run to run."""
         return self.query_dicts(
-            "SELECT a.*, r.started_at FROM answers a JOIN runs r USING (run_id) WHERE r.job_name = ? "
-            "AND a.question_id = ? AND a.final AND r.status IN ('done', 'partial') AND NOT r.dry_run "
-            "ORDER BY a.run_id", [job_name, question_id])
+            "SELECT a.run_id, a.question_id, a.question, a.answer_id FROM answers a JOIN runs r USING (run_id) "
+            "WHERE r.job_name = ? AND a.final AND r.status IN ('done', 'partial') AND NOT r.dry_run "
+            "ORDER BY a.run_id, a.answer_id", [job_name])
+
+    def answers_with_start(self, answer_ids: Sequence[int]) -> list[dict[str, Any]]:
+        """The answers of these ids with their run's start time, in run order."""
+        if not answer_ids:
+            return []
+        return self.query_dicts(
+            "SELECT a.*, r.started_at FROM answers a JOIN runs r USING (run_id) WHERE list_contains(?, a.answer_id) "
+            "ORDER BY a.run_id", [list(answer_ids)])
 
     def answer(self, answer_id: int) -> dict[str, Any] | None:
         rows = self.query_dicts("SELECT * FROM answers WHERE answer_id = ?", [answer_id])

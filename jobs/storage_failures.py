@@ -33,4 +33,14 @@ def storage_error(exc: BaseException, what: str) -> WriteFailedError:
     if isinstance(exc, WriteFailedError):
         return exc
     detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0][:300]
-    return WriteFailedError(f"{what}: {detail}; what was stored before stays (free space, then `webqa run --resume`)")
+    return WriteFailedError(f"{what}: {detail}; what was stored before stays ({_remedy(exc)}, then `webqa run --resume`)")
+
+
+def _remedy(exc: BaseException) -> str:
+    """What to do before resuming: freeing space does not help a read-only file system or a failing disk."""
+    code = exc.errno if isinstance(exc, OSError) else None
+    if code == errno.EROFS or (code is None and os.strerror(errno.EROFS) in str(exc)):
+        return "make that file system writable"
+    if code == errno.EIO or (code is None and os.strerror(errno.EIO) in str(exc)):
+        return "check that disk"
+    return "free space"

@@ -52,6 +52,10 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     # The selection's notice says once why embedding selection cannot be used, with the fix.
     with open_session(args.db, access, embedding_model=args.embedding_model,
                       no_chunks=f"{args.db} holds no chunks; run `webqa crawl URL… --db {args.db}` first") as session:
+        if urls and not session.store.stored_urls(tuple(urls)):
+            # Said here, once: the answer block would only print "None" above it.
+            raise WebqaError(f"none of the --url pages is in {args.db} ({', '.join(urls)}); crawl them first: "
+                             f"`webqa crawl URL… --db {args.db}`")
         if args.job:
             pages = _job_pages(session.store, args.job, console)
             urls = urls or pages  # --url narrows further

@@ -36,6 +36,10 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         else:
             run_a, run_b = args.run_a, args.run_b
         diff = compare_runs(store, run_a, run_b)
+    if diff.run_a is not None and diff.run_a["job_name"] != diff.run_b["job_name"]:
+        # Two jobs ask different questions of different pages: every answer would read as changed, new or gone.
+        raise ConfigError(f"run {run_a} is of job {diff.run_a['job_name']} and run {run_b} of job "
+                          f"{diff.run_b['job_name']}; compare two runs of one job (`webqa runs --job NAME` lists them)")
     if args.json:
         print_json(diff_json(diff))
     else:

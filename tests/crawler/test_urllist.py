@@ -70,6 +70,7 @@ def test_normalise_url_accepts(raw: str, expected: str) -> None:
         ("http:///page.html", "no host"),
         ("https://", "no host"),
         ("http://example.org/a b.html", "URL contains spaces; percent-encode them as %20"),
+        ("see the docs at example.org", "no scheme; write it as https://…"),  # prose, not a URL with spaces
         ("http://example.org/a\tb", "URL contains spaces; percent-encode them as %20"),
         (
             "https://user:secret@example.org/",
@@ -153,7 +154,7 @@ def test_text_file_comments_blank_lines_and_line_numbers(tmp_path: Path) -> None
     ]
     urls, problems = collect_urls(read_url_file(path))
     assert [u.url for u in urls] == [f"https://example.org/{x}" for x in "abcde"]
-    assert problems == [UrlProblem(f"{path}:10", "not a url", "URL contains spaces; percent-encode them as %20")]
+    assert problems == [UrlProblem(f"{path}:10", "not a url", "no scheme; write it as https://…")]
 
 
 def test_text_file_bom_and_crlf(tmp_path: Path) -> None:

@@ -93,9 +93,9 @@ def test_url_restricts_the_chunks_to_that_page(db: Path, llm: FakeOllama, crawle
 def test_url_never_crawled_is_an_error(db: Path, crawled: Crawled) -> None:
     never = crawled.site.url(1, "/nowhere.html")
     done = ask(db, PORT_Q, "--method", "bm25", "--dry-run", "--url", never)
-    assert done.returncode == 3
-    assert lines(done.stderr)[-1] == (f"Error: question ask: none of its urls were crawled ({never}); "
-                                      "add them to the job's urls")
+    assert done.returncode == 3 and done.stdout == "", done.stdout  # no empty answer block above the error
+    assert lines(done.stderr)[-1] == (f"Error: none of the --url pages is in {db} ({never}); crawl them first: "
+                                      f"`webqa crawl URL… --db {db}`")
     assert "Traceback" not in done.stderr
 
 

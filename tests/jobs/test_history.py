@@ -468,3 +468,39 @@ def test_fail_on_change_is_outranked_by_a_partial_run(tmp_path: Path, db: Path, 
     ghost = finals(db, 2)["ghost"]
     assert ghost["error"].startswith("question ghost: none of its urls were crawled")
     assert ghost["change"] == "new" and json.loads(ghost["evidence"])["verdict"] == "failed"
+
+
+def test_diff_refuses_two_runs_of_different_jobs(tmp_path: Path, db: Path, fake_ollama: FakeOllama) -> None:
+    # Two jobs sharing a database ask other questions: their runs compared would read as all new and not asked.
+    fake_ollama.chat_responder = quoting_responder
+    job = simple_job(tmp_path, ["port", "steps"])
+    other = tmp_path / "other.yaml"
+    other.write_text(job.read_text(encoding="utf-8").replace("name: qa-test", "name: other"), encoding="utf-8")
+    for path in (job, other, job):
+        done = webqa("run", path, "--no-crawl", "--db", db, "--out", tmp_path / "out", host=fake_ollama.url,
+                     cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    refused = webqa("diff", "1", "2", "--db", db, cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout
+    assert lines(refused.stderr) == ["Error: run 1 is of job qa-test and run 2 of job other; compare two runs of one "
+                                     "job (`webqa runs --job NAME` lists them)"]
+    same_job = webqa("diff", "1", "3", "--db", db, cwd=tmp_path)
+    assert same_job.returncode == 0 and "2 same" in same_job.stdout, same_job.stdout + same_job.stderr
+
+
+def test_two_job_files_with_one_name_are_told_apart(tmp_path: Path, db: Path, fake_ollama: FakeOllama) -> None:
+    # A job file copied for a second job and not renamed would compare each file's run with the other's.
+    fake_ollama.chat_responder = quoting_responder
+    job = simple_job(tmp_path, ["port", "steps"])
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(job.read_text(encoding="utf-8"), encoding="utf-8")
+    said = []
+    for path in (job, copy, copy):
+        done = webqa("run", path, "--no-crawl", "--db", db, "--out", tmp_path / "out", host=fake_ollama.url,
+                     cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        said.append([line for line in lines(done.stderr) if line.startswith("Notice: job qa-test was last run")])
+    assert said[0] == [] and said[2] == [], said
+    assert said[1] == [f"Notice: job qa-test was last run (run 1) from {job}, not {copy}, and its answers are compared "
+                       "with that run's; if two job files share this name, give each its own name:"]
+    assert said[1][0].removeprefix("Notice: ") in (tmp_path / "out" / "run-2" / "report.md").read_text(encoding="utf-8")

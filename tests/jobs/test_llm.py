@@ -6,6 +6,7 @@ import logging
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -370,3 +371,24 @@ def test_connect_returns_an_unreachable_server_instead_of_raising() -> None:
     assert isinstance(access.unreachable, LLMUnavailableError)
     assert access.llm is None and access.embedder is None
     assert access.embedding_unavailable == str(access.unreachable)
+
+
+def test_a_user_and_password_in_the_host_are_sent_as_basic_auth_and_shown_nowhere(fake_ollama: FakeOllama) -> None:
+    # Ollama has no login of its own; a proxy in front of it asks for one (HTTP 401 without it).
+    fake_ollama.basic_auth = ("olla user", "p@ss:word")
+    url = fake_ollama.url.replace("http://", "http://olla%20user:p%40ss%3Aword@")
+    fake_ollama.script_chat({"answer": "yes", "found": True})
+    with make_client(host=url) as client:
+        client.ping()
+        assert client.chat_json("Is it on?", SCHEMA).data == {"answer": "yes", "found": True}
+        assert client.host == fake_ollama.url  # what messages, reports and the database show
+        settings = client.settings
+    assert "p@ss" not in repr(settings) and "p%40ss" not in repr(settings)
+    assert replace(settings, max_attempts=1).credentials == settings.credentials  # a copy for the same server
+    assert replace(settings, host="http://127.0.0.2:11434").credentials is None  # never sent to another server
+    with make_client(fake_ollama) as bare:
+        with pytest.raises(LLMUnavailableError, match=r"HTTP 401: it wants a user and password in the host URL"):
+            bare.ping()
+    with make_client(host=url.replace("p%40ss", "wrong")) as wrong:
+        with pytest.raises(LLMUnavailableError, match=r"HTTP 401: it refused the user and password of the host URL"):
+            wrong.ping()

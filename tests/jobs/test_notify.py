@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from pathlib import Path
@@ -105,3 +106,30 @@ def test_a_receiver_that_trickles_its_answer_is_cut_off_by_the_attempts_bound() 
     finally:
         stop.set()
         server.close()
+
+
+def test_a_webhook_secret_in_its_path_query_or_userinfo_reaches_no_message() -> None:
+    # Slack-style webhooks carry their token in the path; others in ?token= or user:password@.
+    receiver = Receiver(statuses=[500, 500])
+    with receiver:
+        address = receiver.url.split("//")[1].split("/")[0]
+        url = f"http://hookuser:PASSWORD1@{address}/services/T0/B0/PATHTOKEN2?token=QUERYTOKEN3"
+        with pytest.raises(NotifyError) as failed:
+            post_webhook(url, BODY, timeout=5, attempts=2, allow_private=True, backoff_s=0.01)
+    message = str(failed.value)
+    assert message == f"webhook http://{address}/… answered HTTP 500 (2 POSTs)"
+    with pytest.raises(NotifyError, match=r"SSRF guard") as blocked:
+        webhook_target("http://u:PASSWORD1@10.1.2.3/hook/PATHTOKEN2", allow_private=False)
+    with pytest.raises(ValueError) as bad_port:
+        NotifyConfig(webhook="https://u:PASSWORD1@hooks.example.org:99999/services/PATHTOKEN2")
+    for text in (message, str(blocked.value), bad_port.value.errors()[0]["msg"]):  # the msg is what the CLI says
+        for secret in ("PASSWORD1", "PATHTOKEN2", "QUERYTOKEN3"):
+            assert secret not in text, text
+
+
+def test_a_webhook_with_user_and_password_posts_them_as_basic_auth() -> None:
+    with Receiver() as receiver:
+        url = receiver.url.replace("http://", "http://hook%40user:p%3Ass@")
+        assert post_webhook(url, BODY, timeout=5, attempts=1, allow_private=True) == 1
+    assert receiver.headers[0]["Authorization"] == "Basic " + base64.b64encode(b"hook@user:p:ss").decode()
+    assert receiver.posts == [BODY]

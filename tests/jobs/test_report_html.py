@@ -43,3 +43,14 @@ def test_everything_from_pages_is_escaped() -> None:
     page = out.getvalue()
     assert "<script>" not in page and "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
     assert "href=\"javascript" not in page and "\\x1b[31m" in page and "\x1b" not in page
+
+
+def test_a_quote_from_a_heading_into_its_paragraph_is_linked_within_blocks() -> None:
+    # Chunk text keeps a section's heading on a line of its own; a browser matches a term within one block.
+    matched = "Configuration\nThe dashboard server listens on port 8731 unless another port is configured."
+    terms = [unquote(t) for t in text_fragment(matched).removeprefix(":~:text=").split(",")]  # type: ignore[union-attr]
+    assert terms == ["The dashboard server listens", "another port is configured."]
+    # Lines of a quote are never joined into one term; a short line is kept when there is nothing longer.
+    assert text_fragment("Install it with pip.\nThen run widgetctl to check it.") == \
+        ":~:text=Install%20it%20with%20pip.,widgetctl%20to%20check%20it."
+    assert text_fragment("Setup\nRun it") == ":~:text=Setup,Run%20it"

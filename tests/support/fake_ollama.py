@@ -27,6 +27,7 @@ used up by a request for a missing model.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
@@ -258,6 +259,7 @@ class FakeOllama:
       ``embed_fn``        ``(text) -> list[float]`` used for /api/embed once its script is empty.
       ``chunk_delay_s``   pause between streamed chat pieces (simulates generation speed).
       ``reply_model``     the model name chat replies carry; None (default): the model asked for.
+      ``basic_auth``      ``(user, password)``: every request without them answers 401, as a proxy in front of Ollama does.
     Read-only: ``url``, ``requests``.
     """
 
@@ -269,6 +271,7 @@ class FakeOllama:
         self.embed_fn: Callable[[str], list[float]] = lambda text: hashed_embedding(text, embed_dims)
         self.chunk_delay_s: float = 0.0
         self.reply_model: str | None = None
+        self.basic_auth: tuple[str, str] | None = None
         self.requests: list[RecordedRequest] = []
         self._active: dict[str, int] = {}
         self._peak: dict[str, int] = {}
@@ -429,6 +432,11 @@ class _Handler(BaseHTTPRequestHandler):
             except ValueError:
                 bad_json = True
         self.fake._record(method, path, body)
+        if self.fake.basic_auth is not None:
+            expected = "Basic " + base64.b64encode(":".join(self.fake.basic_auth).encode("utf-8")).decode("ascii")
+            if self.headers.get("Authorization") != expected:
+                self._text(401, "401 Authorization Required")
+                return
 
         routes: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
             ("POST", "/api/chat"): self._chat,

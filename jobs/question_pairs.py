@@ -1,0 +1,60 @@
+"""Which answer of the previous run a question's answer is compared with: the same question's, not the same slot's.
+
+Questions written without an id get q1, q2, … by position, so one question added at the top of the list used to
+compare every answer with its neighbour's: every answer "changed", `--fail-on-change` exited 5 and the webhook
+announced changes no page made. A question is paired, in this order, with the previous run's question of the
+same id and the same text; else of the same text (its id renamed, or moved by an insertion); else of the same id
+(the question edited in place: still compared, and the reports say it was edited). Else it is new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["edited", "pair_previous", "same_question"]
+
+
+def same_question(a: str | None, b: str | None) -> bool:
+    """The same question text, whatever its spacing or case."""
+    return " ".join(str(a or "").split()).casefold() == " ".join(str(b or "").split()).casefold()
+
+
+def pair_previous(previous: Mapping[str, Mapping[str, Any]], current: Sequence[tuple[str, str]]) -> dict[str, str | None]:
+    """For each current (question id, question), the id of the previous run's answer it is compared with, or None.
+
+    ``previous`` maps the previous run's question ids to their answer rows (with their ``question``). Each
+    previous answer is paired at most once.
+    """
+    pairs: dict[str, str | None] = {}
+    taken: set[str] = set()
+    for qid, text in current:
+        row = previous.get(qid)
+        if row is not None and same_question(row.get("question"), text):
+            pairs[qid] = qid
+            taken.add(qid)
+    for qid, text in current:
+        if qid not in pairs:
+            match = next((p for p, row in previous.items() if p not in taken and same_question(row.get("question"), text)),
+                         None)
+            if match is not None:
+                pairs[qid] = match
+                taken.add(match)
+    for qid, _text in current:
+        if qid not in pairs:
+            pairs[qid] = qid if qid in previous and qid not in taken else None
+            if pairs[qid] is not None:
+                taken.add(qid)
+    return pairs
+
+
+def edited(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> str | None:
+    """What the reports add to a compared question: "was q1", "question edited", both, or None."""
+    if before is None or after is None:
+        return None
+    notes = []
+    if before.get("question_id") != after.get("question_id"):
+        notes.append(f"was {before.get('question_id')}")
+    if not same_question(before.get("question"), after.get("question")):
+        notes.append(f"question edited; it was “{' '.join(str(before.get('question') or '').split())}”")
+    return ", ".join(notes) or None

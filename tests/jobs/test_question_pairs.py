@@ -1,0 +1,76 @@
+"""A question's answer is compared with the same question's answer of the previous run, not with its slot's.
+
+Questions written as plain strings get q1, q2, … by position: one question added at the top must not make every
+answer "changed" (nor exit 5, nor fire the webhook), and a question edited in place is compared and shown as edited.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from jobs.question_pairs import edited, pair_previous
+from tests.support.fake_ollama import FakeOllama
+from tests.support.run import QUESTIONS, WIDGET, quoting_responder, rows, webqa
+from tests.support.site_server import SiteServer
+
+
+def _rows(**questions: str) -> dict[str, dict[str, str]]:
+    return {qid: {"question_id": qid, "question": text} for qid, text in questions.items()}
+
+
+def test_pairs_by_id_and_text_then_text_then_id() -> None:
+    before = _rows(q1="Which port?", q2="Which Python?")
+    # One question inserted at the top: the others are found by their text.
+    assert pair_previous(before, [("q1", "When?"), ("q2", "Which port?"), ("q3", "which  python?")]) == {
+        "q1": None, "q2": "q1", "q3": "q2"}
+    # Edited in place: compared by id; a text seen elsewhere wins over the id.
+    assert pair_previous(before, [("q1", "Which port, please?"), ("q2", "Which Python?")]) == {"q1": "q1", "q2": "q2"}
+    assert pair_previous(before, [("q2", "Which port?"), ("q1", "Something else?")]) == {"q2": "q1", "q1": None}
+    assert edited(before["q1"], {"question_id": "q2", "question": "Which port?"}) == "was q1"
+    assert edited(before["q1"], {"question_id": "q1", "question": "Which port, please?"}) == \
+        "question edited; it was “Which port?”"
+    assert edited(before["q1"], {"question_id": "q1", "question": " which PORT? "}) is None
+
+
+@pytest.mark.e2e
+def test_a_question_added_at_the_top_leaves_the_others_unchanged(tmp_path: Path, fake_ollama: FakeOllama) -> None:
+    fake_ollama.chat_responder = quoting_responder
+    db, out, job = tmp_path / "w.duckdb", tmp_path / "out", tmp_path / "job.yaml"
+    with SiteServer() as site:
+        site.add(0, "/widget.html", WIDGET)
+
+        def run(*texts: str, flags: tuple[str, ...] = ("--fail-on-change",)) -> object:
+            job.write_text(f"name: daily\nurls: [{site.url(0, '/widget.html')}]\n"
+                           "crawl: {delay: 0, allow_private_networks: true}\nquestions:\n"
+                           + "".join(f"  - {json.dumps(t)}\n" for t in texts)
+                           + "selection: {method: bm25, top_k: 2}\noutput: {formats: [jsonl, markdown]}\n",
+                           encoding="utf-8")
+            return webqa("-q", "run", job, "--db", db, "--out", out, *flags, host=fake_ollama.url, timeout=180)
+
+        port, python = QUESTIONS["port"][0], QUESTIONS["python"][0]
+        first = run(port, python, flags=())
+        assert first.returncode == 0, first.stderr
+        second = run("Is there a dark mode?", port, python)
+        (line,) = second.stderr.splitlines()
+        assert second.returncode == 5 and "0 changed, 1 new (q1)" in line and "2 unchanged" in line, line
+        third = run("Is there a dark mode?", port, python.replace("Which", "What"))
+        assert third.returncode == 5 and "1 no longer answered (q3)" in third.stderr, third.stderr
+    changes = {(r["run_id"], r["question_id"]): r["change"] for r in rows(db, "SELECT run_id, question_id, change "
+                                                                              "FROM answers WHERE final")}
+    assert [changes[2, q] for q in ("q1", "q2", "q3")] == ["new", "unchanged", "unchanged"]
+    report = (out / "run-2" / "report.md").read_text(encoding="utf-8")
+    assert "**Same** (2): q2 (was q1), q3 (was q2)" in report
+    diff = json.loads(webqa("diff", "--json", "--db", db).stdout)
+    q3 = next(a for a in diff["answers"] if a["question_id"] == "q3")
+    assert (q3["change"], q3["before_question"]) == ("no_longer_answered", python)
+    assert f"- **q3**: {python.replace('Which', 'What')} (question edited; it was “{python}”)" in \
+        (out / "run-3" / "report.md").read_text(encoding="utf-8")
+    # `webqa history` follows the question as its changes were decided: through the renumbering and the edit.
+    history = json.loads(webqa("history", "q2", "--db", db, "--json").stdout)
+    assert [(h["run_id"], h["question_id"], h["change"]) for h in history] == [
+        (1, "q1", "new"), (2, "q2", "unchanged"), (3, "q2", "unchanged")]
+    text = webqa("history", "q3", "--db", db).stdout
+    assert text.rstrip().endswith(f"Asked otherwise: run 1 as q2: “{python}”; run 2 as q3: “{python}”"), text
