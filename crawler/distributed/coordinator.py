@@ -39,7 +39,7 @@ from pipelines.signals import stop_signals
 from crawler.options import CrawlOptions, allows_private_networks
 from crawler.plan import CrawlPlan, plan_crawl
 from crawler.summary import CrawlSummary
-from pipelines.errors import ConfigError, Interrupted, NothingToDoError
+from pipelines.errors import ConfigError, Interrupted, NothingToDoError, WebqaError
 from pipelines.store import Store, failures_query
 from pipelines.store_pipeline import StorePipeline
 
@@ -244,7 +244,8 @@ class Coordinator:
         try:  # after the settings: a bad one is named without waiting for Redis's timeouts
             self.r = connect(redis_url)
         except redis_lib.RedisError as exc:
-            raise ConfigError(f"cannot reach Redis at {self.shown_url}: {redact_text(str(exc))}") from None
+            # Redis down is the environment's failure, not the command's: exit 3, as Ollama down.
+            raise WebqaError(f"cannot reach Redis at {self.shown_url}: {redact_text(str(exc))}") from None
         self.frontier = Frontier(self.r, self.keys, lease_seconds=self.lease_seconds, token="coordinator")
         self.signal_name: str | None = None
         # Workers' beats as last seen: token → (value, when it last changed, coordinator's clock).

@@ -333,7 +333,8 @@ def wait_for_crawl(redis_url: str, prefix: str | None, wait: float) -> tuple[str
     try:
         client = connect(redis_url)
     except redis_lib.RedisError as exc:
-        raise ConfigError(f"cannot reach Redis at {shown}: {redact_text(str(exc))}") from None
+        # Redis down is the environment's failure, not the command's: exit 3, as Ollama down.
+        raise WebqaError(f"cannot reach Redis at {shown}: {redact_text(str(exc))}") from None
     deadline = time.monotonic() + wait
     while True:
         try:
