@@ -19,6 +19,7 @@ default .5). Kinds:
   ideal   bm25 only: score / the question's own bound, sum of its terms' idf x (k1 + 1) (no list statistic)
   idealfill, maxfill   ideal, max; a chunk missing from the list gets the list's 50th (the most it can score)
   idealdeep, maxdeep   ideal, max; a chunk missing from the list gets its own score from the 200, else the 200th's
+  mmconf, mmsqrt       bm25 only: min-max times (its best / the question's ceiling), or that ratio's square root
   raw     the score as it is (the embedding's cosine), missing 0
   rrf     1 / (60 + rank), missing 0
 
@@ -53,6 +54,11 @@ def _scalers(kind: str, top: Sequence[float], deep: Sequence[float],
         return (lambda s: s / (bound or 1.0)), 0.0
     if kind == "idealfill":  # missing: the list's 50th, the most an unranked chunk can score
         return (lambda s: s / (bound or 1.0)), min(top) / (bound or 1.0)
+    if kind in ("mmconf", "mmsqrt"):  # bm25 only: min-max, times how much of the question its best holds
+        low, span = _minmax(top)
+        held = max(top) / (bound or 1.0)
+        factor = held if kind == "mmconf" else held ** 0.5
+        return (lambda s: factor * (s - low) / span), 0.0
     if kind == "idealdeep":  # missing: its own score from the 200, else the 200th's (near its true score)
         return (lambda s: s / (bound or 1.0)), None
     if kind == "maxdeep":
