@@ -169,8 +169,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "'What does IDENT do?' for identifiers (snake_case or --options) found in 1-3 chunks; "
                              "answered when a chunk holding it is packed")
     args = parser.parse_args(argv)
-    from jobs.answer import packed_sources, prompt_costed
-    from jobs.evaluate import answer_in_sources, evidence_tokens
     from jobs.select import HYBRID_BM25_WEIGHT, Selector
 
     product = f"mm@{HYBRID_BM25_WEIGHT:g}"
@@ -199,12 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     if [c.chunk_id for c in order] != [c.chunk_id for c in products]:
                         differ += 1
                     row["rank"] = row[("rank", v)]
-                costed = prompt_costed(order)
-                for budget in budgets:
-                    packed = packed_sources(costed, top_k=40, token_budget=budget, merge=False)
-                    row[(v, budget)] = (answer_in_sources(packed.sources, q.expect),
-                                        any(c.chunk_id in wanted for c in packed.packed.sent),
-                                        evidence_tokens(packed.sources), len(packed.sources))
+                for budget, cell in devset_cli.packed_cells(order, wanted, q.expect, budgets).items():
+                    row[(v, budget)] = cell
             rows.append(row)
             print(".", end="", flush=True)
         print(f"\nbase ({product}) differs from the product's hybrid order on {differ} of {len(rows)} questions")

@@ -41,8 +41,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = devset_cli.parser(__doc__)
     parser.add_argument("--variants", default="e3,e5,b3,b5")
     args = parser.parse_args(argv)
-    from jobs.answer import packed_sources, prompt_costed
-    from jobs.evaluate import answer_in_sources, evidence_tokens
     from jobs.select import Selector
 
     variants = args.variants.split(",")
@@ -62,12 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             row: dict[str, Any] = {"id": q.id, "half": br.half(q.id), "para": q.id.startswith("para-"), "rank": rank}
             for v in ["base", *variants]:
                 order = pool if v == "base" else promoted(pool, int(v[1:]), v[0] == "b")
-                costed = prompt_costed(order)
-                for budget in budgets:
-                    packed = packed_sources(costed, top_k=40, token_budget=budget, merge=False)
-                    row[(v, budget)] = (answer_in_sources(packed.sources, q.expect),
-                                        any(c.chunk_id in wanted for c in packed.packed.sent),
-                                        evidence_tokens(packed.sources), len(packed.sources))
+                for budget, cell in devset_cli.packed_cells(order, wanted, q.expect, budgets).items():
+                    row[(v, budget)] = cell
             rows.append(row)
             print(".", end="", flush=True)
         print()

@@ -48,6 +48,22 @@ def answer_chunks(store: Any, question: Any) -> set[str]:
             if contains_any(text, question.expect)}
 
 
+def packed_cells(order: Sequence[Any], wanted: set[str], expect: Sequence[str],
+                 budgets: Sequence[int]) -> dict[int, tuple[bool, bool, int, int]]:
+    """Per budget, what the product packs of ``order`` (whole chunks, top_k 40): (answer in the prompt, an answer
+    chunk sent, evidence tokens, sources), the cell ``report`` reads."""
+    from jobs.answer import packed_sources, prompt_costed
+    from jobs.evaluate import answer_in_sources, evidence_tokens
+
+    costed = prompt_costed(order)
+    cells = {}
+    for budget in budgets:
+        packed = packed_sources(costed, top_k=40, token_budget=budget, merge=False)
+        cells[budget] = (answer_in_sources(packed.sources, expect), any(c.chunk_id in wanted for c in packed.packed.sent),
+                         evidence_tokens(packed.sources), len(packed.sources))
+    return cells
+
+
 def report(rows: Sequence[dict[str, Any]], variants: Sequence[Any], budgets: Sequence[int]) -> None:
     """Per budget, variant and half: answers in the prompt [paraphrased], where the others were lost, the evidence
     tokens (and sources, when measured); then each question a variant gained or lost against "base".
