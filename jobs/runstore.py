@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipelines.errors import StoreError
+from pipelines.redact import redact_text
 from pipelines.sql import insert_rows
 from pipelines.store import Store, utcnow
 
@@ -155,6 +156,8 @@ class RunStore(Store):
 
     def finish_run(self, run_id: int, status: str, counts: dict[str, int], notes: str | None = None, *,
                    exit_code: int | None = None, reason: str | None = None, resumable: bool = False) -> None:
+        # `webqa runs` prints these as stored: a URL's user:password@ in an error is left out here, once.
+        notes, reason = (redact_text(t) if t is not None else None for t in (notes, reason))
         self.conn.execute(
             "UPDATE runs SET finished_at = ?, status = ?, answered = ?, grounded = ?, not_enough_info = ?, "
             "failed = ?, notes = ?, exit_code = ?, reason = ?, resumable = ? WHERE run_id = ?",
