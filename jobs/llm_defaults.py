@@ -63,6 +63,18 @@ def normalize_host(host: str) -> str:
     return f"{scheme}://{hostname}:{port}" + (f"/{path}" if path else "")
 
 
+def check_env_host() -> None:
+    """Raise ConfigError naming $OLLAMA_HOST when ``import ollama`` would crash on it: its module-level client
+    parses the variable as below, and a bad port or an unclosed IPv6 bracket is a ValueError there."""
+    raw = os.environ.get("OLLAMA_HOST", "").strip()
+    scheme, sep, rest = raw.partition("://")
+    try:
+        urllib.parse.urlsplit(f"{scheme}://{rest}" if sep else f"http://{raw}").port
+    except ValueError as exc:
+        raise ConfigError(f"OLLAMA_HOST {redact_url(raw)!r} is not a valid URL ({exc}): "
+                          "set it to host:port or an http:// URL, or unset it") from None
+
+
 def default_host() -> str:
     """``$OLLAMA_HOST`` (read when asked, not at import), else the local server."""
     return os.environ.get("OLLAMA_HOST", "").strip() or DEFAULT_HOST
