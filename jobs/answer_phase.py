@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from crawler.run import SHOWN_FAILURES
 from jobs.answer import AskSettings, QuestionAnswerer, QuestionSpec
 from jobs.change_tracking import ChangeTracker
+from jobs.question_pairs import scope_key
 from jobs.config import JobConfig
 from jobs.crawl_phase import CrawlReport
 from jobs.embed_phase import embed_after_crawl, embeds_on_crawl
@@ -146,7 +147,9 @@ def answer_questions(run: Run, store: RunStore, answerer: QuestionAnswerer, out_
         answerer.checked_scope(default_urls, list(default_urls))  # answer_all checked them against the pages
     specs = [QuestionSpec(q.id, q.question, stored_form(q.urls) or default_urls, parse_type(q.type), q.kind)
              for q in job.questions]
-    questions = [(s.id, s.question) for s in specs]
+    # Each with its scope key, so a text asked of two pages is two questions to compare (jobs/question_pairs.py).
+    questions = [(q.id, q.question, scope_key(stored_form(q.urls), q.kind, str(parse_type(q.type))))
+                 for q in job.questions]
     changes = None if options.dry_run else ChangeTracker(store, answerer.db_lock, run_id, previous_run_id, questions)
     jsonl_path = out_dir / "answers.jsonl"
     results: dict[str, dict[str, Any]] = {}
