@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 from crawler.run import SHOWN_FAILURES
 from jobs.answer import AskSettings, QuestionAnswerer, QuestionSpec
 from jobs.change_tracking import ChangeTracker
+from jobs.output_folder import make_output_folder
 from jobs.question_pairs import scope_key
 from jobs.config import JobConfig
 from jobs.crawl_phase import CrawlReport
 from jobs.embed_phase import embed_after_crawl, embeds_on_crawl
 from jobs.embed_pool import retirement_notices
-from jobs.errors import NothingToDoError, StoreError
+from jobs.errors import NothingToDoError
 from jobs.history import RunDiff, compare_runs
 from jobs.hosts import HostPool, HostSpec, connect_hosts
 from jobs.job_scope import job_scope, stored_form
@@ -141,7 +142,7 @@ def answer_questions(run: Run, store: RunStore, answerer: QuestionAnswerer, out_
     job, options = run.job, run.options
     run_id = answerer.run_id
     assert run_id is not None
-    _make_out_dir(out_dir)
+    make_output_folder(out_dir)
     default_urls = tuple(scope) if scope is not None else None
     if default_urls is not None:
         answerer.checked_scope(default_urls, list(default_urls))  # answer_all checked them against the pages
@@ -191,15 +192,6 @@ def answer_questions(run: Run, store: RunStore, answerer: QuestionAnswerer, out_
     return RunResult(run_id, result.status, result.exit_code, counts, outputs, run.notices, crawl.line,
                      dry_run=options.dry_run, diff=diff, resumed=resumed, reason=result.reason,
                      hosts_lost=hosts_lost(pool.hosts))
-
-
-def _make_out_dir(out_dir: Path) -> None:
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        if is_storage_failure(exc):
-            raise storage_error(exc, f"{out_dir}: cannot create the output folder") from None
-        raise StoreError(f"{out_dir}: cannot create the output folder: {exc.strerror}") from None
 
 
 def _closing_notices(run: Run, answerer: QuestionAnswerer, fell_back: list[str], total: int,
