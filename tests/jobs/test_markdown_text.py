@@ -5,12 +5,17 @@ Rendered with markdown-it (CommonMark, plus GFM's tables and strikethrough), as 
 
 from __future__ import annotations
 
+import json
 import re
 from html import unescape
+from pathlib import Path
 
 import pytest
 
 from jobs.markdown_text import md_text
+from tests.support.fake_ollama import FakeOllama
+from tests.support.run import QUESTIONS, WIDGET, quoting_responder, webqa
+from tests.support.site_server import SiteServer
 
 markdown_it = pytest.importorskip("markdown_it")
 
@@ -39,3 +44,24 @@ def test_page_text_renders_as_written_and_as_text_only(text: str) -> None:
     shown, tags = rendered_text(md_text(text))
     assert tags <= {"p"}, (md_text(text), tags)
     assert " ".join(shown.split()) == " ".join(text.split()), md_text(text)
+
+
+@pytest.mark.e2e
+def test_a_failed_url_in_report_md_is_its_url_not_markup(tmp_path: Path, fake_ollama: FakeOllama) -> None:
+    fake_ollama.chat_responder = quoting_responder
+    with SiteServer(("127.0.0.1",)) as site:
+        site.add(0, "/widget.html", WIDGET)
+        missing = site.url(0, "/__notes__/*draft*.html")  # not served: 404
+        job = tmp_path / "job.yaml"
+        job.write_text(f"name: md\nurls: [{site.url(0, '/widget.html')}, '{missing}']\n"
+                       "crawl: {delay: 0, allow_private_networks: true}\n"
+                       f"questions: [{json.dumps(QUESTIONS['port'][0])}]\n"
+                       "selection: {method: bm25}\noutput: {formats: [jsonl, markdown]}\n", encoding="utf-8")
+        done = webqa("run", job, "--db", tmp_path / "w.duckdb", "--out", tmp_path / "out", host=fake_ollama.url,
+                     cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    report = (tmp_path / "out" / "run-1" / "report.md").read_text(encoding="utf-8")
+    (line,) = [line for line in report.splitlines() if "not fetched:" in line]
+    shown, tags = rendered_text(line)
+    assert not tags & {"em", "strong"}, (line, tags)
+    assert missing in shown, shown
