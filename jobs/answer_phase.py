@@ -111,7 +111,8 @@ def _other_job_file(store: RunStore, run_row: dict[str, Any], previous_run_id: i
     share one history, and each run would report the other file's questions and pages as changes."""
     before = store.run_row(previous_run_id) if previous_run_id is not None else None
     mine, theirs = run_row.get("job_file"), (before or {}).get("job_file")
-    if not mine or not theirs or mine == theirs:
+    # The same file by a symlinked folder or a path with ".." is the same file.
+    if not mine or not theirs or os.path.realpath(mine) == os.path.realpath(theirs):
         return None
     return (f"job {run_row['job_name']} was last run (run {previous_run_id}) from {theirs}, not {mine}, and its answers "
             f"are compared with that run's; if two job files share this name, give each its own name:")
