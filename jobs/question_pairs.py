@@ -6,13 +6,16 @@ announced changes no page made. A question is paired, in this order, with the pr
 same id and the same text; else of the same text (its id renamed, or moved by an insertion); else of the same id
 (the question edited in place: still compared, and the reports say it was edited). Else it is new. "The same text"
 includes the same scope (its own urls, type and kind: :func:`scope_key`), so one question asked of two pages is
-two questions; an answer stored before the scope was (schema 12) fits any.
+two questions; an answer stored before the scope was (schema 12) fits any. Questions are taken in the natural
+order of their ids (q2 before q10) on both sides: the run, `webqa diff` and `webqa history` then decide alike
+whatever order the answers were stored in.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -40,7 +43,8 @@ def pair_previous(previous: Mapping[str, Mapping[str, Any]], current: Sequence[A
     ``previous`` maps the previous run's question ids to their answer rows (with their ``question`` and ``scope``).
     Each previous answer is paired at most once.
     """
-    asked = [(q[0], q[1], q[2] if len(q) > 2 else None) for q in current]
+    asked = sorted(((q[0], q[1], q[2] if len(q) > 2 else None) for q in current), key=lambda q: _in_order(q[0]))
+    candidates = sorted(previous.items(), key=lambda item: _in_order(item[0]))
     pairs: dict[str, str | None] = {}
     taken: set[str] = set()
     for qid, text, scope in asked:
@@ -50,7 +54,7 @@ def pair_previous(previous: Mapping[str, Mapping[str, Any]], current: Sequence[A
             taken.add(qid)
     for qid, text, scope in asked:
         if qid not in pairs:
-            match = next((p for p, row in previous.items() if p not in taken and _fits(row, text, scope)), None)
+            match = next((p for p, row in candidates if p not in taken and _fits(row, text, scope)), None)
             if match is not None:
                 pairs[qid] = match
                 taken.add(match)
@@ -60,6 +64,11 @@ def pair_previous(previous: Mapping[str, Mapping[str, Any]], current: Sequence[A
             if pairs[qid] is not None:
                 taken.add(qid)
     return pairs
+
+
+def _in_order(question_id: str) -> list[tuple[int, str]]:
+    """q2 before q10: the digits of an id compared as numbers."""
+    return [(int(part), "") if part.isdigit() else (-1, part) for part in re.split(r"(\d+)", question_id) if part]
 
 
 def _fits(row: Mapping[str, Any], text: str, scope: str | None) -> bool:

@@ -35,6 +35,15 @@ def test_pairs_by_id_and_text_then_text_then_id() -> None:
     assert edited(before["q1"], {"question_id": "q1", "question": " which PORT? "}) is None
 
 
+def test_pairs_do_not_depend_on_the_order_the_answers_finished_in() -> None:
+    # The run pairs as it stores, `webqa diff` and `webqa history` from rows in answer_id (finishing) order:
+    # all three must decide alike.
+    before = {"q10": {"question_id": "q10", "question": "Which port?"},
+              "q9": {"question_id": "q9", "question": "Which port?"}}
+    for current in ([("q2", "Which port?"), ("q3", "Which port?")], [("q3", "Which port?"), ("q2", "Which port?")]):
+        assert pair_previous(before, current) == {"q2": "q9", "q3": "q10"}, current
+
+
 @pytest.mark.e2e
 def test_a_question_added_at_the_top_leaves_the_others_unchanged(tmp_path: Path, fake_ollama: FakeOllama) -> None:
     fake_ollama.chat_responder = quoting_responder
