@@ -4,7 +4,8 @@ Questions written without an id get q1, q2, … by position, so one question add
 compare every answer with its neighbour's: every answer "changed", `--fail-on-change` exited 5 and the webhook
 announced changes no page made. A question is paired, in this order, with the previous run's question of the
 same id and the same text; else of the same text (its id renamed, or moved by an insertion); else of the same id
-(the question edited in place: still compared, and the reports say it was edited). Else it is new. "The same text"
+(the question edited in place, sharing a content word with it: still compared, and the reports say it was
+edited). Else it is new. "The same text"
 includes the same scope (its own urls, type and kind: :func:`scope_key`), so one question asked of two pages is
 two questions; an answer stored before the scope was (schema 12) fits any. Questions are taken in the natural
 order of their ids (q2 before q10) on both sides: the run, `webqa diff` and `webqa history` then decide alike
@@ -58,12 +59,26 @@ def pair_previous(previous: Mapping[str, Mapping[str, Any]], current: Sequence[A
             if match is not None:
                 pairs[qid] = match
                 taken.add(match)
-    for qid, _text, _scope in asked:
+    for qid, text, _scope in asked:
         if qid not in pairs:
-            pairs[qid] = qid if qid in previous and qid not in taken else None
+            same_id = qid in previous and qid not in taken and _shares_a_word(previous[qid].get("question"), text)
+            pairs[qid] = qid if same_id else None
             if pairs[qid] is not None:
                 taken.add(qid)
     return pairs
+
+
+# Words too common in questions to show two are one question edited.
+_COMMON = frozenset("""a an and any are can could did do does for from has have how in into is it its of on or
+per should that the there this to was were what when where which who whom whose why will with would""".split())
+
+
+def _shares_a_word(before: str | None, now: str) -> bool:
+    """An edit, not another question in the slot: the two share a content word (so 'Is there a dark mode?'
+    inserted above is not 'Which port?' edited)."""
+    def words(text: str | None) -> set[str]:
+        return {w for w in re.findall(r"\w+", str(text or "").casefold()) if w not in _COMMON}
+    return bool(words(before) & words(now))
 
 
 def _in_order(question_id: str) -> list[tuple[int, str]]:

@@ -35,6 +35,14 @@ def test_pairs_by_id_and_text_then_text_then_id() -> None:
     assert edited(before["q1"], {"question_id": "q1", "question": " which PORT? "}) is None
 
 
+def test_an_id_alone_pairs_only_a_question_that_shares_a_word() -> None:
+    # One question inserted at the top and the next one edited: the inserted one is not the old q1 edited.
+    before = _rows(q1="Which port does the server use?", q2="Which Python version is required?")
+    assert pair_previous(before, [("q1", "Is there a dark mode?"), ("q2", "Which port, please?")]) == {
+        "q1": None, "q2": None}
+    assert pair_previous(before, [("q1", "What port does the server listen on?")]) == {"q1": "q1"}
+
+
 def test_pairs_do_not_depend_on_the_order_the_answers_finished_in() -> None:
     # The run pairs as it stores, `webqa diff` and `webqa history` from rows in answer_id (finishing) order:
     # all three must decide alike.
