@@ -25,7 +25,7 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 # "example.org:8080/docs": urlsplit takes "example.org" for the scheme.
 _HOST_PORT = re.compile(r"^[^:/?#]+:\d+(?:[/?#]|$)")
 # A scheme as RFC 3986 writes it ("https:"): tells a line of prose from a URL with a space in it.
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_HTTP = re.compile(r"(?i)^https?://")
 # A comment starts at "#" after whitespace; "page#section" is a fragment.
 _COMMENT = re.compile(r"\s#")
 # "sitemap: URL" (or "sitemap:URL", any case, as robots.txt writes it): the URL is a sitemap whose pages are crawled.
@@ -159,8 +159,8 @@ def normalise_url(raw: str) -> tuple[str | None, str | None]:
     if not text:
         return None, "empty URL"
     if any(ch.isspace() for ch in text):
-        # A line of prose ("see the docs") is not a URL with spaces: say what it lacks first.
-        if not _SCHEME.match(text):
+        # A line of prose ("see the docs", "Note: see the docs") is not a URL with spaces: say what it lacks.
+        if not _HTTP.match(text):
             return None, "no scheme; write it as https://…"
         return None, "URL contains spaces; percent-encode them as %20"
     try:

@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Any
 from crawler.run import SHOWN_FAILURES
 from jobs.answer import AskSettings, QuestionAnswerer, QuestionSpec
 from jobs.change_tracking import ChangeTracker
+from jobs.output_folder import make_output_folder
+from jobs.question_pairs import scope_key
 from jobs.config import JobConfig
 from jobs.crawl_phase import CrawlReport
 from jobs.embed_phase import embed_after_crawl, embeds_on_crawl
 from jobs.embed_pool import retirement_notices
-from jobs.errors import NothingToDoError, StoreError
+from jobs.errors import NothingToDoError
 from jobs.history import RunDiff, compare_runs
 from jobs.hosts import HostPool, HostSpec, connect_hosts
 from jobs.job_scope import job_scope, stored_form
@@ -109,7 +111,8 @@ def _other_job_file(store: RunStore, run_row: dict[str, Any], previous_run_id: i
     share one history, and each run would report the other file's questions and pages as changes."""
     before = store.run_row(previous_run_id) if previous_run_id is not None else None
     mine, theirs = run_row.get("job_file"), (before or {}).get("job_file")
-    if not mine or not theirs or mine == theirs:
+    # The same file by a symlinked folder or a path with ".." is the same file.
+    if not mine or not theirs or os.path.realpath(mine) == os.path.realpath(theirs):
         return None
     return (f"job {run_row['job_name']} was last run (run {previous_run_id}) from {theirs}, not {mine}, and its answers "
             f"are compared with that run's; if two job files share this name, give each its own name:")
@@ -140,13 +143,15 @@ def answer_questions(run: Run, store: RunStore, answerer: QuestionAnswerer, out_
     job, options = run.job, run.options
     run_id = answerer.run_id
     assert run_id is not None
-    _make_out_dir(out_dir)
+    make_output_folder(out_dir)
     default_urls = tuple(scope) if scope is not None else None
     if default_urls is not None:
         answerer.checked_scope(default_urls, list(default_urls))  # answer_all checked them against the pages
     specs = [QuestionSpec(q.id, q.question, stored_form(q.urls) or default_urls, parse_type(q.type), q.kind)
              for q in job.questions]
-    questions = [(s.id, s.question) for s in specs]
+    # Each with its scope key, so a text asked of two pages is two questions to compare (jobs/question_pairs.py).
+    questions = [(q.id, q.question, scope_key(stored_form(q.urls), q.kind, str(parse_type(q.type))))
+                 for q in job.questions]
     changes = None if options.dry_run else ChangeTracker(store, answerer.db_lock, run_id, previous_run_id, questions)
     jsonl_path = out_dir / "answers.jsonl"
     results: dict[str, dict[str, Any]] = {}
@@ -188,15 +193,6 @@ def answer_questions(run: Run, store: RunStore, answerer: QuestionAnswerer, out_
     return RunResult(run_id, result.status, result.exit_code, counts, outputs, run.notices, crawl.line,
                      dry_run=options.dry_run, diff=diff, resumed=resumed, reason=result.reason,
                      hosts_lost=hosts_lost(pool.hosts))
-
-
-def _make_out_dir(out_dir: Path) -> None:
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        if is_storage_failure(exc):
-            raise storage_error(exc, f"{out_dir}: cannot create the output folder") from None
-        raise StoreError(f"{out_dir}: cannot create the output folder: {exc.strerror}") from None
 
 
 def _closing_notices(run: Run, answerer: QuestionAnswerer, fell_back: list[str], total: int,

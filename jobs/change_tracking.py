@@ -17,9 +17,11 @@ class ChangeTracker:
     """Stores each final answer's evidence and its change since the job's previous successful run."""
 
     def __init__(self, store: RunStore, lock: threading.Lock, run_id: int, previous_run_id: int | None,
-                 questions: Sequence[tuple[str, str]]) -> None:
-        """``questions``: the run's (id, question), each compared with the same question of the previous run."""
+                 questions: Sequence[tuple[str, str, str]]) -> None:
+        """``questions``: the run's (id, question, scope key), each compared with the same question of the previous
+        run; the scope is stored with its answer for the next run's comparison."""
         self.store = store
+        self.scopes = {qid: scope for qid, _text, scope in questions}
         self.lock = lock
         self.run_id = run_id
         self.previous: dict[str, Evidence] = {}
@@ -41,5 +43,5 @@ class ChangeTracker:
     def fill(self, row: dict[str, Any]) -> str:
         evidence = evidence_from_row(row, stored=False)
         change = classify(self.previous.get(row["question_id"]), evidence)
-        self.store.set_change(row["answer_id"], evidence.to_json(), change)
+        self.store.set_change(row["answer_id"], evidence.to_json(), change, self.scopes.get(row["question_id"]))
         return change

@@ -187,7 +187,7 @@ def _answer_changes(before: dict[str, dict[str, Any]], after: dict[str, dict[str
                     ) -> list[AnswerChange]:
     """Each question of either run with its change; a question is compared with the same question of the
     earlier run (jobs/question_pairs.py), and an earlier question no later one was paired with was not asked."""
-    pairs = pair_previous(before, [(qid, row["question"]) for qid, row in after.items()])
+    pairs = pair_previous(before, [(qid, row["question"], row.get("scope")) for qid, row in after.items()])
     paired = {p for p in pairs.values() if p is not None}
     answers = []
     for qid in ids:

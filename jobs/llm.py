@@ -29,7 +29,11 @@ from functools import partial
 from typing import Any, TypeVar
 
 import httpx
-import ollama
+
+from jobs.llm_defaults import check_env_host
+
+check_env_host()  # before ollama's import, whose module-level client crashes on a bad OLLAMA_HOST
+import ollama  # noqa: E402
 import pydantic
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 

@@ -12,6 +12,7 @@ import urllib.parse
 from typing import Any
 
 from jobs.errors import ConfigError
+from pipelines.redact import redact_url
 
 DEFAULT_PORT = 11434  # `ollama serve`'s
 DEFAULT_HOST = f"http://localhost:{DEFAULT_PORT}"
@@ -49,17 +50,29 @@ def normalize_host(host: str) -> str:
     elif scheme in ("http", "https"):
         port = 80 if scheme == "http" else 443
     else:
-        raise ConfigError(f"Ollama host {host!r} must be an http:// or https:// URL, or host:port")
+        raise ConfigError(f"Ollama host {redact_url(host)!r} must be an http:// or https:// URL, or host:port")
     try:
         split = urllib.parse.urlsplit(f"{scheme}://{rest}")
         hostname = split.hostname or "127.0.0.1"  # ":11434" means the local machine, as in Ollama
         port = split.port or port
     except ValueError as exc:
-        raise ConfigError(f"Ollama host {host!r} is not a valid URL: {exc}") from exc
+        raise ConfigError(f"Ollama host {redact_url(host)!r} is not a valid URL: {exc}") from exc
     if ":" in hostname:  # urlsplit drops the brackets of an IPv6 literal
         hostname = f"[{hostname}]"
     path = split.path.strip("/")
     return f"{scheme}://{hostname}:{port}" + (f"/{path}" if path else "")
+
+
+def check_env_host() -> None:
+    """Raise ConfigError naming $OLLAMA_HOST when ``import ollama`` would crash on it: its module-level client
+    parses the variable as below, and a bad port or an unclosed IPv6 bracket is a ValueError there."""
+    raw = os.environ.get("OLLAMA_HOST", "").strip()
+    scheme, sep, rest = raw.partition("://")
+    try:
+        urllib.parse.urlsplit(f"{scheme}://{rest}" if sep else f"http://{raw}").port
+    except ValueError as exc:
+        raise ConfigError(f"OLLAMA_HOST {redact_url(raw)!r} is not a valid URL ({exc}): "
+                          "set it to host:port or an http:// URL, or unset it") from None
 
 
 def default_host() -> str:

@@ -13,17 +13,28 @@ from typing import Any
 
 __all__ = ["md_text", "md_url"]
 
-# A source marker not followed by what would make it a link ("(", "[") or a link definition (":").
-_MARKER_OR_SPECIAL = re.compile(r"(\[\d+(?:\s*[,;]\s*\d+)*\](?![(\[:]))|([\\\[\]<>])")
-_LINE_START_HEADING = re.compile(r"(?m)^([ \t]*)#")
+# A source marker not followed by what would make it a link ("(", "[") or a link definition (":"); else any
+# character CommonMark or GFM reads as markup inline: escapes, links, HTML, code spans, emphasis, strikethrough,
+# entities (&amp;), table cells. Each is ASCII punctuation, so its backslash escape shows it as written.
+_MARKER_OR_SPECIAL = re.compile(r"(\[\d+(?:\s*[,;]\s*\d+)*\](?![(\[:]))|([\\\[\]<>`*_~&|])")
+# What starts a block at the start of a line: a heading (# or a setext === / --- underline), a list item
+# (- + or 1. 1)), a thematic break (---). Its first character is escaped, and the line's indent dropped (four
+# spaces start a code block, where escapes show literally; a rendered paragraph drops the indent anyway).
+_LINE_START_BLOCK = re.compile(r"(?m)^[ \t]*(?:([#=+-])|(\d{1,9})([.)]))?")
 # What ends or breaks a link destination or an autolink <URL>.
 _URL_BREAKERS = {"(": "%28", ")": "%29", "<": "%3C", ">": "%3E", " ": "%20", "\\": "%5C", '"': "%22", "\n": "%0A"}
 
 
 def md_text(text: Any) -> str:
-    """``text`` with backslashes, brackets and angle brackets escaped, and no line starting a heading."""
+    """``text`` as it reads, rendered: its markup characters escaped, and no line starting a block."""
     escaped = _MARKER_OR_SPECIAL.sub(lambda m: m.group(1) or "\\" + m.group(2), str(text if text is not None else ""))
-    return _LINE_START_HEADING.sub(r"\1\\#", escaped)
+    return _LINE_START_BLOCK.sub(_escape_block, escaped)
+
+
+def _escape_block(match: re.Match[str]) -> str:
+    if match.group(1) is not None:
+        return f"\\{match.group(1)}"
+    return f"{match.group(2)}\\{match.group(3)}" if match.group(2) is not None else ""
 
 
 def md_url(url: Any) -> str:

@@ -58,7 +58,7 @@ def _followed(store: RunStore, name: str, question_id: str) -> list[dict[str, An
     current, qid = by_run[runs[start]], question_id
     chain = [current[qid]["answer_id"]]
     for run in reversed(runs[:start]):
-        earlier = pair_previous(by_run[run], [(q, r["question"]) for q, r in current.items()]).get(qid)
+        earlier = pair_previous(by_run[run], [(q, r["question"], r.get("scope")) for q, r in current.items()]).get(qid)
         if earlier is not None:  # else not asked in that run; an older one may have asked it
             current, qid = by_run[run], earlier
             chain.append(current[qid]["answer_id"])

@@ -4,7 +4,7 @@ read back from the run's JSONL file in job order (memory does not grow with the 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from jobs.crawl_phase import CrawlReport
 from jobs.errors import ExitCode
 from jobs.history import RunDiff, change_line, render_diff
 from jobs.hosts import HostPool
+from jobs.markdown_text import md_text, md_url
 from jobs.report import write_csv, write_markdown_report
 from jobs.report_html import write_html_report
 from jobs.verdict import Verdict
@@ -91,6 +92,15 @@ def read_back(jsonl_path: Path, order: list[str]) -> Iterator[dict[str, Any]]:
                 yield json.loads(stream.readline())
 
 
+def _outside_lines(crawl: CrawlReport, notices: list[str], url: Callable[[str], str], text: Callable[[Any], str]
+                   ) -> list[str]:
+    """The summary's lines of URLs that failed or are stale and of notices, each part written by ``url``/``text``."""
+    lines = [f"not fetched: {url(f['url'])}: {text(f['reason'])}" for f in crawl.failures]
+    lines += [f"stale: {url(u)} (last fetched {when:%Y-%m-%d %H:%M} UTC; the copy answered from may be out of date)"
+              for u, when in sorted(crawl.stale.items())]
+    return lines + [f"notice: {text(n)}" for n in notices]
+
+
 def write_reports(job: JobConfig, out_dir: Path, run_id: int, result: Verdict, counts: dict[str, int],
                    order: list[str], notices: list[str], crawl: CrawlReport,
                    jsonl_path: Path, diff: RunDiff | None = None, hosts_line: str | None = None) -> list[Path]:
@@ -104,15 +114,15 @@ def write_reports(job: JobConfig, out_dir: Path, run_id: int, result: Verdict, c
             summary.append(crawl.line)
         if hosts_line:
             summary.append(hosts_line)
-        summary += [f"not fetched: {f['url']}: {f['reason']}" for f in crawl.failures]
-        summary += [f"stale: {url} (last fetched {when:%Y-%m-%d %H:%M} UTC; the copy answered from may be out of date)"
-                    for url, when in sorted(crawl.stale.items())]
-        summary += [f"notice: {n}" for n in notices]
+        # The URLs, reasons and notices come from outside: report.md gets them as text (report.html escapes its own).
+        md_summary = summary + _outside_lines(crawl, notices, lambda url: f"<{md_url(url)}>", md_text)
+        summary += _outside_lines(crawl, notices, str, str)
     if "markdown" in job.output.formats:
         preamble = render_diff(diff) if diff is not None else []
         path = out_dir / "report.md"
         with path.open("w", encoding="utf-8") as out:
-            write_markdown_report(out, f"{job.name} — run {run_id}", summary, read_back(jsonl_path, order), preamble)
+            write_markdown_report(out, f"{job.name} — run {run_id}", md_summary, read_back(jsonl_path, order),
+                                  preamble)
         outputs.append(path)
     if "html" in job.output.formats:
         path = out_dir / "report.html"

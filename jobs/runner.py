@@ -25,8 +25,9 @@ import duckdb
 from jobs.answer_phase import answer_all, ollama_settings
 from jobs.config import JobConfig
 from jobs.crawl_phase import CrawlReport, crawl_options, run_crawl_phase
-from jobs.errors import StoreError, WebqaError, require_database
+from jobs.errors import WebqaError, require_database
 from jobs.lock import RunLock
+from jobs.output_folder import check_output_folder
 from jobs.resume import resumable_run
 from jobs.run_options import Notify, RunOptions
 from jobs.run_report import RunResult, read_back
@@ -60,7 +61,7 @@ def _run_job(job: JobConfig, options: RunOptions, notify: Notify | Callable[[str
 
         gather_urls(crawl_options(job, options))  # a job without a usable URL list: exit 2 before anything opens
     with RunLock(options.db, options.wait_seconds):
-        _writable_output(options.out_dir or job.output.dir)  # after the lock: a refused run leaves nothing behind
+        check_output_folder(options.out_dir or job.output.dir)  # after the lock: a refused run leaves nothing behind
         resume = resumable_run(job, options, notify) if options.resume else None
         if resume is None and not options.crawl:
             require_database(options.db)
@@ -73,17 +74,6 @@ def _run_job(job: JobConfig, options: RunOptions, notify: Notify | Callable[[str
             return run.answer_phase(crawl)
         except BaseException as exc:
             raise run.record_stop(exc) from None
-
-
-def _writable_output(folder: Path) -> None:
-    """Checked before the crawl: an output folder the run cannot write would stop it only after the crawl."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(f"{folder}: cannot create the output folder: {exc.strerror or exc}; "
-                         "fix it or pass --out DIR") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise StoreError(f"{folder}: the output folder is not writable; fix its permissions or pass --out DIR")
 
 
 class Run:

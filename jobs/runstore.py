@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipelines.errors import StoreError
+from pipelines.redact import redact_text
 from pipelines.sql import insert_rows
 from pipelines.store import Store, utcnow
 
@@ -121,9 +122,9 @@ class RunStore(Store):
             [], None, None, None,
         )
 
-    def set_change(self, answer_id: int, evidence: str, change: str | None) -> None:
-        self.conn.execute("UPDATE answers SET evidence = ?, change = ? WHERE answer_id = ?",
-                          [evidence, change, answer_id])
+    def set_change(self, answer_id: int, evidence: str, change: str | None, scope: str | None = None) -> None:
+        self.conn.execute("UPDATE answers SET evidence = ?, change = ?, scope = ? WHERE answer_id = ?",
+                          [evidence, change, scope, answer_id])
 
     def run_pages(self, run_id: int) -> dict[str, dict[str, Any]]:
         if not self.has_table("run_pages"):
@@ -155,6 +156,8 @@ class RunStore(Store):
 
     def finish_run(self, run_id: int, status: str, counts: dict[str, int], notes: str | None = None, *,
                    exit_code: int | None = None, reason: str | None = None, resumable: bool = False) -> None:
+        # `webqa runs` prints these as stored: a URL's user:password@ in an error is left out here, once.
+        notes, reason = (redact_text(t) if t is not None else None for t in (notes, reason))
         self.conn.execute(
             "UPDATE runs SET finished_at = ?, status = ?, answered = ?, grounded = ?, not_enough_info = ?, "
             "failed = ?, notes = ?, exit_code = ?, reason = ?, resumable = ? WHERE run_id = ?",
@@ -267,10 +270,10 @@ class RunStore(Store):
         return changes
 
     def job_questions(self, job_name: str) -> list[dict[str, Any]]:
-        """(run_id, question_id, question, answer_id) of each final answer of every done/partial run of the job
+        """(run_id, question_id, question, scope, answer_id) of each final answer of every done/partial run of the job
         (dry runs left out), oldest run first: enough to follow one question from run to run."""
         return self.query_dicts(
-            "SELECT a.run_id, a.question_id, a.question, a.answer_id FROM answers a JOIN runs r USING (run_id) "
+            "SELECT a.run_id, a.question_id, a.question, a.scope, a.answer_id FROM answers a JOIN runs r USING (run_id) "
             "WHERE r.job_name = ? AND a.final AND r.status IN ('done', 'partial') AND NOT r.dry_run "
             "ORDER BY a.run_id, a.answer_id", [job_name])
 

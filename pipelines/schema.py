@@ -6,7 +6,7 @@ keeps working instead of failing on a missing column.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -208,7 +208,8 @@ CREATE TABLE IF NOT EXISTS answers (
     answered BOOLEAN,                      -- the reply's answered field (false: not enough information); NULL before schema 10
     value JSON,                            -- the answer's value of its question's type (jobs/typed.py), when trusted
     value_type VARCHAR,                    -- the question's type: text | yes_no | number | date | list | enum(a, b)
-    value_problem VARCHAR                  -- why the reply's value was not trusted (wrong type, not in the quotes)
+    value_problem VARCHAR,                 -- why the reply's value was not trusted (wrong type, not in the quotes)
+    scope VARCHAR                          -- final answers of runs: the question's urls, type and kind as a key (jobs/question_pairs.py)
 );
 CREATE INDEX IF NOT EXISTS answers_run ON answers (run_id);
 
@@ -370,4 +371,6 @@ MIGRATIONS: dict[int, list[str]] = {
     # 11: BM25's statistics stored (bm25_terms, bm25_stats, created by INDEX_TABLES): counted once from the
     # index rows in Store.migrate, so the index needs no full build.
     11: [],
+    # 12: a question's scope with its answer, so two questions of one text on other pages are told apart.
+    12: ["ALTER TABLE answers ADD COLUMN IF NOT EXISTS scope VARCHAR"],
 }

@@ -32,6 +32,10 @@ def configure_logging(args: argparse.Namespace, log: TextIO | None = None) -> No
         if not args.verbose:
             h.addFilter(_hide_disabled_components)
     logging.basicConfig(level=level, handlers=handlers, force=True)
+    # httpx logs each request's full URL at INFO: a webhook's path and query tokens (SECURITY.md), so its
+    # request lines stay out of every log, -v included; its warnings still show.
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _hide_disabled_components(record: logging.LogRecord) -> bool:

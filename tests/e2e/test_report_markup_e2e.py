@@ -88,22 +88,29 @@ def test_a_quote_that_starts_on_its_heading_lands_on_the_page_in_chromium(tmp_pa
     from jobs.report_html import text_fragment
 
     filler = "".join(f"<p>Filler paragraph {i} says nothing about the server at all.</p>" for i in range(150))
-    page_html = (f"<!DOCTYPE html><html><body>{filler}<h2>Configuration</h2><p>The control server listens on port "
-                 f"7301 unless another port is configured.</p>{filler}</body></html>")
+    page_html = (f"<!DOCTYPE html><html><body>{filler}<h2 id='config'>Configuration</h2><p>The control server "
+                 f"listens on port 7301 unless another port is configured.</p>{filler}"
+                 "<p id='end'>The end of the server notes.</p></body></html>")
     matched = "Configuration\nThe control server listens on port 7301 unless another port is configured."
+    # A second directive, at the end, that always matches: the browser scrolls to the first that does, so a wait
+    # with a bound tells which matched (nothing to wait for if it stayed at the top).
+    end = "&text=" + quote("The end of the server notes.")
+    seen = ("id => { const r = document.getElementById(id).getBoundingClientRect(); "
+            "return r.top >= 0 && r.bottom <= innerHeight; }")
     with SiteServer(("127.0.0.1",)) as site, sync_playwright() as playwright:
         site.add(0, "/page.html", page_html)
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
         try:
-            scrolled = {}
+            shown = {}
             for name, directive in (("ours", text_fragment(matched)), ("joined", ":~:text=" + quote(
                     "Configuration The control server") + "," + quote("another port is configured."))):
                 tab = browser.new_page()
-                tab.goto(f"{site.url(0, '/page.html')}#{directive}")
-                tab.wait_for_timeout(1000)
-                scrolled[name] = tab.evaluate("window.scrollY")
+                tab.goto(f"{site.url(0, '/page.html')}#{directive}{end}")
+                tab.wait_for_function(f"window.scrollY > 1000 && (({seen})('config') || ({seen})('end'))",
+                                      timeout=10_000)
+                shown[name] = {part: tab.evaluate(f"({seen})('{part}')") for part in ("config", "end")}
                 tab.close()
         finally:
             browser.close()
-    assert scrolled["joined"] == 0  # the term across the heading matches nothing: the page stays at its top
-    assert scrolled["ours"] > 1000, scrolled
+    assert shown["joined"] == {"config": False, "end": True}, shown  # the term across the heading matches nothing
+    assert shown["ours"] == {"config": True, "end": False}, shown

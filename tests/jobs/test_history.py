@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from jobs.markdown_text import md_text
 from tests.support.fake_ollama import FakeOllama, user_prompt
 from tests.support.site_server import SiteServer
 from tests.support.run import (  # noqa: F401 - crawled and db are fixtures, used by name
@@ -503,4 +504,19 @@ def test_two_job_files_with_one_name_are_told_apart(tmp_path: Path, db: Path, fa
     assert said[0] == [] and said[2] == [], said
     assert said[1] == [f"Notice: job qa-test was last run (run 1) from {job}, not {copy}, and its answers are compared "
                        "with that run's; if two job files share this name, give each its own name:"]
-    assert said[1][0].removeprefix("Notice: ") in (tmp_path / "out" / "run-2" / "report.md").read_text(encoding="utf-8")
+    notice = md_text(said[1][0].removeprefix("Notice: "))  # report.md writes a notice as text, not markup
+    assert notice in (tmp_path / "out" / "run-2" / "report.md").read_text(encoding="utf-8")
+
+
+def test_one_job_file_by_another_path_is_not_another_job_file(tmp_path: Path, db: Path,
+                                                              fake_ollama: FakeOllama) -> None:
+    # A deploy folder reached through a symlink, or the file named as ../x/job.yaml, is still the one file.
+    fake_ollama.chat_responder = quoting_responder
+    (tmp_path / "deploy").mkdir()
+    job = simple_job(tmp_path / "deploy", ["port"])
+    (tmp_path / "current").symlink_to(tmp_path / "deploy")
+    for path, cwd in ((job, tmp_path), (Path("current") / job.name, tmp_path),
+                      (Path("..") / "deploy" / job.name, tmp_path / "deploy")):
+        done = webqa("run", path, "--no-crawl", "--db", db, "--out", tmp_path / "out", host=fake_ollama.url, cwd=cwd)
+        assert done.returncode == 0, done.stderr
+        assert "was last run" not in done.stderr, done.stderr

@@ -11,7 +11,9 @@ import pytest
 
 from jobs.notify import NotifyError, post_webhook, run_command, webhook_target
 from jobs.notify_config import NotifyConfig
+from tests.support.fake_ollama import FakeOllama
 from tests.support.receiver import Receiver
+from tests.support.run import crawled, db, job_yaml, llm, run_job, write_job  # noqa: F401 - fixtures
 
 BODY = {"job": "j", "changes": [{"question_id": "port", "before": {"value": 1}, "now": {"value": 2}}]}
 
@@ -133,3 +135,25 @@ def test_a_webhook_with_user_and_password_posts_them_as_basic_auth() -> None:
         assert post_webhook(url, BODY, timeout=5, attempts=1, allow_private=True) == 1
     assert receiver.headers[0]["Authorization"] == "Basic " + base64.b64encode(b"hook@user:p:ss").decode()
     assert receiver.posts == [BODY]
+
+
+@pytest.mark.e2e
+def test_a_verbose_run_logs_no_webhook_token_nor_ollama_password(tmp_path: Path, db: Path, llm: FakeOllama) -> None:
+    # httpx logs each request's URL at INFO, which -v and --log-file show: the webhook's tokens must not be in it.
+    with Receiver() as receiver:
+        address = receiver.url.split("//")[1].split("/")[0]
+        hook = f"http://{address}/services/T0/B0/PATHTOKEN2?token=QUERYTOKEN3"
+        extra = f"crawl:\n  allow_private_networks: true\nnotify:\n  webhook: {json.dumps(hook)}\n  attempts: 1\n"
+        host = llm.url.replace("http://", "http://ollamauser:PASSWORD1@")
+        first = run_job(tmp_path, write_job(tmp_path, job_yaml(["port"], extra=extra)), db, host=host)
+        assert first.returncode == 0, first.stderr
+        log = tmp_path / "run.log"
+        second = run_job(tmp_path, write_job(tmp_path, job_yaml(["port", "tomatoes"], extra=extra)), db, "-v",
+                         "--log-file", str(log), host=host)
+        assert second.returncode == 0, second.stderr
+    assert len(receiver.posts) == 1  # the new question was sent
+    logged = log.read_text(encoding="utf-8")
+    assert "exit 0" in logged  # the log file was written
+    for text in (second.stderr, logged):
+        for secret in ("PATHTOKEN2", "QUERYTOKEN3", "PASSWORD1"):
+            assert secret not in text, text

@@ -385,3 +385,38 @@ def test_a_reply_no_host_can_give_fails_the_question_naming_its_host(
     report = (run_dir(tmp_path) / "report.md").read_text(encoding="utf-8")
     for r in stored:
         assert f"(Ollama host {r['host']})" in report
+
+
+# --------------------------------------------------------------------------------------------
+# OLLAMA_HOST with a password: refused in one line, and neither said nor stored with it
+
+
+@pytest.mark.e2e
+def test_an_ftp_ollama_host_is_stored_and_listed_without_its_password(tmp_path: Path, db: Path) -> None:
+    job = write_job(tmp_path, job_yaml(["port"]))
+    done = run_job(tmp_path, job, db, host="ftp://u:PASSWORD1@gpu1")
+    assert done.returncode == 2, done.stderr
+    (line,) = lines(done.stderr)
+    assert line.startswith("Error: ") and "ftp://***@gpu1" in line, line
+    listed = webqa("runs", "--json", "--db", db, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "must be an http:// or https:// URL" in listed.stdout  # the reason is there, without the password
+    stored = rows(db, "SELECT * FROM runs")
+    for text in (done.stdout, done.stderr, listed.stdout, str(stored)):
+        assert "PASSWORD1" not in text, text
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("host", ["u:PASSWORD1@gpu1:99999", "u:PASSWORD1@[::1", "http://u:PASSWORD1@gpu1:99999"])
+@pytest.mark.parametrize("command", ["run", "ask"])
+def test_an_ollama_host_the_client_cannot_parse_is_one_error_line(tmp_path: Path, db: Path, host: str,
+                                                                  command: str) -> None:
+    # ollama's module-level client parses OLLAMA_HOST at import: the variable is checked before.
+    if command == "run":
+        done = run_job(tmp_path, write_job(tmp_path, job_yaml(["port"])), db, host=host)
+    else:
+        done = webqa("ask", "Which port does the dashboard server listen on?", "--db", db, host=host, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    (line,) = lines(done.stderr)
+    assert line.startswith("Error: OLLAMA_HOST ") and "not a valid URL" in line, line
+    assert "PASSWORD1" not in done.stderr + done.stdout

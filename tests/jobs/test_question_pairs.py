@@ -13,7 +13,7 @@ import pytest
 
 from jobs.question_pairs import edited, pair_previous
 from tests.support.fake_ollama import FakeOllama
-from tests.support.run import QUESTIONS, WIDGET, quoting_responder, rows, webqa
+from tests.support.run import GARDEN, QUESTIONS, WIDGET, quoting_responder, rows, webqa
 from tests.support.site_server import SiteServer
 
 
@@ -33,6 +33,23 @@ def test_pairs_by_id_and_text_then_text_then_id() -> None:
     assert edited(before["q1"], {"question_id": "q1", "question": "Which port, please?"}) == \
         "question edited; it was “Which port?”"
     assert edited(before["q1"], {"question_id": "q1", "question": " which PORT? "}) is None
+
+
+def test_an_id_alone_pairs_only_a_question_that_shares_a_word() -> None:
+    # One question inserted at the top and the next one edited: the inserted one is not the old q1 edited.
+    before = _rows(q1="Which port does the server use?", q2="Which Python version is required?")
+    assert pair_previous(before, [("q1", "Is there a dark mode?"), ("q2", "Which port, please?")]) == {
+        "q1": None, "q2": None}
+    assert pair_previous(before, [("q1", "What port does the server listen on?")]) == {"q1": "q1"}
+
+
+def test_pairs_do_not_depend_on_the_order_the_answers_finished_in() -> None:
+    # The run pairs as it stores, `webqa diff` and `webqa history` from rows in answer_id (finishing) order:
+    # all three must decide alike.
+    before = {"q10": {"question_id": "q10", "question": "Which port?"},
+              "q9": {"question_id": "q9", "question": "Which port?"}}
+    for current in ([("q2", "Which port?"), ("q3", "Which port?")], [("q3", "Which port?"), ("q2", "Which port?")]):
+        assert pair_previous(before, current) == {"q2": "q9", "q3": "q10"}, current
 
 
 @pytest.mark.e2e
@@ -74,3 +91,37 @@ def test_a_question_added_at_the_top_leaves_the_others_unchanged(tmp_path: Path,
         (1, "q1", "new"), (2, "q2", "unchanged"), (3, "q2", "unchanged")]
     text = webqa("history", "q3", "--db", db).stdout
     assert text.rstrip().endswith(f"Asked otherwise: run 1 as q2: “{python}”; run 2 as q3: “{python}”"), text
+
+
+@pytest.mark.e2e
+def test_one_text_asked_of_two_pages_is_two_questions(tmp_path: Path, fake_ollama: FakeOllama) -> None:
+    # q1 and q2 share their text but not their page: inserting a question must not compare q1's page with q2's.
+    fake_ollama.chat_responder = quoting_responder
+    db, out, job = tmp_path / "w.duckdb", tmp_path / "out", tmp_path / "job.yaml"
+    text = QUESTIONS["port"][0]  # answered on the widget page, not on the garden page
+    with SiteServer() as site:
+        site.add(0, "/widget.html", WIDGET)
+        site.add(0, "/garden.html", GARDEN)
+        pages = [site.url(0, "/widget.html"), site.url(0, "/garden.html")]
+
+        def run(*questions: dict[str, object], flags: tuple[str, ...] = ("--fail-on-change",)) -> object:
+            job.write_text(f"name: daily\nurls: {json.dumps(pages)}\n"
+                           "crawl: {delay: 0, allow_private_networks: true}\n"
+                           f"questions: {json.dumps(list(questions))}\n"
+                           "selection: {method: bm25, top_k: 2}\noutput: {formats: [jsonl, markdown]}\n",
+                           encoding="utf-8")
+            return webqa("-q", "run", job, "--db", db, "--out", out, *flags, host=fake_ollama.url, timeout=180)
+
+        on_pages = [{"question": text, "urls": [url]} for url in pages]
+        first = run(*on_pages, flags=())
+        assert first.returncode == 0, first.stderr
+        second = run({"question": "Is there a dark mode?"}, *on_pages)
+        (line,) = second.stderr.splitlines()
+        assert "0 changed, 1 new (q1)" in line and "2 unchanged" in line, line
+    changes = {(r["run_id"], r["question_id"]): r["change"] for r in rows(db, "SELECT run_id, question_id, change "
+                                                                              "FROM answers WHERE final")}
+    assert [changes[2, q] for q in ("q1", "q2", "q3")] == ["new", "unchanged", "unchanged"]
+    found = rows(db, "SELECT run_id, question_id FROM answers WHERE final AND NOT not_enough_info")
+    assert {(r["run_id"], r["question_id"]) for r in found} == {(1, "q1"), (2, "q2")}  # the widget page answers, the garden page does not
+    history = json.loads(webqa("history", "q3", "--db", db, "--json").stdout)
+    assert [(h["run_id"], h["question_id"]) for h in history] == [(1, "q2"), (2, "q3")]

@@ -1,0 +1,67 @@
+"""Text from pages and replies in report.md renders as written and as nothing else (jobs/markdown_text.py).
+
+Rendered with markdown-it (CommonMark, plus GFM's tables and strikethrough), as a forge or an editor shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from html import unescape
+from pathlib import Path
+
+import pytest
+
+from jobs.markdown_text import md_text
+from tests.support.fake_ollama import FakeOllama
+from tests.support.run import QUESTIONS, WIDGET, quoting_responder, webqa
+from tests.support.site_server import SiteServer
+
+markdown_it = pytest.importorskip("markdown_it")
+
+SAMPLES = [
+    "Renew now\n===",  # a setext heading
+    "Renew now\n---\nand later",  # a setext heading, or a thematic break
+    "the flag `foo[extra]` and <b>bold</b>",  # a code span around an escape
+    "5 * 3 * 2 and snake_case_name and __init__ and *emphasis* and ~~gone~~",
+    "AT&amp;T &copy; &#65; & co",  # entities stay as written
+    "a | b\n--|--\nc | d",  # a GFM table
+    "- not a list\n+ nor this\n1. nor this\n2) nor this\n> nor a quote",
+    "    four spaces are not code\n\n    nor here [1]",
+    "Port 7301 [1]. See [2, 3] and a\\backslash and a [link](https://evil.example) ![x](y)",
+]
+
+
+def rendered_text(markdown: str) -> tuple[str, set[str]]:
+    """The text a reader sees, and the tags it is laid out with."""
+    html = markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(markdown)
+    tags = set(re.findall(r"<([a-z0-9]+)", html))
+    return unescape(re.sub(r"<[^>]+>", "", html)), tags
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+def test_page_text_renders_as_written_and_as_text_only(text: str) -> None:
+    shown, tags = rendered_text(md_text(text))
+    assert tags <= {"p"}, (md_text(text), tags)
+    assert " ".join(shown.split()) == " ".join(text.split()), md_text(text)
+
+
+@pytest.mark.e2e
+def test_a_failed_url_in_report_md_is_its_url_not_markup(tmp_path: Path, fake_ollama: FakeOllama) -> None:
+    fake_ollama.chat_responder = quoting_responder
+    with SiteServer(("127.0.0.1",)) as site:
+        site.add(0, "/widget.html", WIDGET)
+        missing = site.url(0, "/__notes__/*draft*.html")  # not served: 404
+        job = tmp_path / "job.yaml"
+        job.write_text(f"name: md\nurls: [{site.url(0, '/widget.html')}, '{missing}']\n"
+                       "crawl: {delay: 0, allow_private_networks: true}\n"
+                       f"questions: [{json.dumps(QUESTIONS['port'][0])}]\n"
+                       "selection: {method: bm25}\noutput: {formats: [jsonl, markdown]}\n", encoding="utf-8")
+        done = webqa("run", job, "--db", tmp_path / "w.duckdb", "--out", tmp_path / "out", host=fake_ollama.url,
+                     cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    report = (tmp_path / "out" / "run-1" / "report.md").read_text(encoding="utf-8")
+    (line,) = [line for line in report.splitlines() if "not fetched:" in line]
+    shown, tags = rendered_text(line)
+    assert not tags & {"em", "strong"}, (line, tags)
+    assert missing in shown, shown
