@@ -10,6 +10,7 @@ import re
 from html import unescape
 from pathlib import Path
 
+import markdown_it
 import pytest
 
 from jobs.markdown_text import md_text
@@ -17,7 +18,6 @@ from tests.support.fake_ollama import FakeOllama
 from tests.support.run import QUESTIONS, WIDGET, quoting_responder, webqa
 from tests.support.site_server import SiteServer
 
-markdown_it = pytest.importorskip("markdown_it")
 
 SAMPLES = [
     "Renew now\n===",  # a setext heading
