@@ -272,8 +272,11 @@ class RunStore(Store):
     def job_questions(self, job_name: str) -> list[dict[str, Any]]:
         """(run_id, question_id, question, scope, answer_id) of each final answer of every done/partial run of the job
         (dry runs left out), oldest run first: enough to follow one question from run to run."""
+        # A database of schema 11 opened read-only (webqa history) is not upgraded: its answers have no scope, which
+        # pairing reads as "any scope", as for rows written before the column.
+        scope = "a.scope" if self.has_column("answers", "scope") else "NULL AS scope"
         return self.query_dicts(
-            "SELECT a.run_id, a.question_id, a.question, a.scope, a.answer_id FROM answers a JOIN runs r USING (run_id) "
+            f"SELECT a.run_id, a.question_id, a.question, {scope}, a.answer_id FROM answers a JOIN runs r USING (run_id) "
             "WHERE r.job_name = ? AND a.final AND r.status IN ('done', 'partial') AND NOT r.dry_run "
             "ORDER BY a.run_id, a.answer_id", [job_name])
 

@@ -520,3 +520,24 @@ def test_one_job_file_by_another_path_is_not_another_job_file(tmp_path: Path, db
         done = webqa("run", path, "--no-crawl", "--db", db, "--out", tmp_path / "out", host=fake_ollama.url, cwd=cwd)
         assert done.returncode == 0, done.stderr
         assert "was last run" not in done.stderr, done.stderr
+
+
+def test_history_reads_a_database_written_before_answers_had_a_scope(tmp_path: Path, db: Path,
+                                                                     fake_ollama: FakeOllama) -> None:
+    # `webqa history` opens the file read-only, so a schema-11 database is not upgraded before it is read.
+    import duckdb
+
+    fake_ollama.chat_responder = quoting_responder
+    job = simple_job(tmp_path, ["port", "steps"])
+    for _ in range(2):
+        done = webqa("run", job, "--no-crawl", "--db", db, "--out", tmp_path / "out", host=fake_ollama.url,
+                     cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    with duckdb.connect(str(db)) as conn:  # the answers table as schema 11 left it (its indexes come back at upgrade)
+        for (index,) in conn.execute("SELECT index_name FROM duckdb_indexes() WHERE table_name = 'answers'").fetchall():
+            conn.execute(f'DROP INDEX "{index}"')
+        conn.execute("ALTER TABLE answers DROP COLUMN scope")
+        conn.execute("UPDATE meta SET value = '11' WHERE key = 'schema_version'")
+    shown = webqa("history", "port", "--db", db, "--json", cwd=tmp_path)
+    assert shown.returncode == 0 and shown.stderr == "", shown.stderr
+    assert [(h["run_id"], h["question_id"]) for h in json.loads(shown.stdout)] == [(1, "port"), (2, "port")]
