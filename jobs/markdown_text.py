@@ -13,28 +13,52 @@ from typing import Any
 
 __all__ = ["md_text", "md_url"]
 
-# A source marker not followed by what would make it a link ("(", "[") or a link definition (":"); else any
-# character CommonMark or GFM reads as markup inline: escapes, links, HTML, code spans, emphasis, strikethrough,
-# entities (&amp;), table cells. Each is ASCII punctuation, so its backslash escape shows it as written.
-_MARKER_OR_SPECIAL = re.compile(r"(\[\d+(?:\s*[,;]\s*\d+)*\](?![(\[:]))|([\\\[\]<>`*_~&|])")
-# What starts a block at the start of a line: a heading (# or a setext === / --- underline), a list item
-# (- + or 1. 1)), a thematic break (---). Its first character is escaped, and the line's indent dropped (four
-# spaces start a code block, where escapes show literally; a rendered paragraph drops the indent anyway).
-_LINE_START_BLOCK = re.compile(r"(?m)^[ \t]*(?:([#=+-])|(\d{1,9})([.)]))?")
+# A source marker not followed by what would make it a link ("(", "[") or a link definition (":"); else what
+# CommonMark or GFM reads as markup inline: escapes, links, HTML, code spans, emphasis, strikethrough, table
+# cells; "_" only at a word's edge (inside a word it never emphasises: snake_case_name stays as written); "&" only
+# where it starts an entity (&amp;, &#65;). Each is ASCII punctuation, so its backslash escape shows it as written.
+_MARKER_OR_SPECIAL = re.compile(r"(\[\d+(?:\s*[,;]\s*\d+)*\](?![(\[:]))|([\\\[\]<>`*~|])"
+                                r"|((?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))|(&(?=#?[A-Za-z0-9]+;))")
+# A bare URL, which GitHub and other renderers make a link of: a backslash inside it would end up in the link and
+# its text (download\_page, a dead href), so what could still open markup there is percent-encoded instead, as a
+# browser reads it the same; the rest of it is left as written.
+_BARE_URL = re.compile(r"(?i)(?:https?://|www\.)[^\s<>\[\]]+")
+_IN_URL = {"`": "%60", "*": "%2A", "~": "%7E", "\\": "%5C", "|": "%7C"}
+_URL_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
+# What starts a block at the start of a line: an ATX heading (# to ###### then a space), a setext underline
+# (=== or ---), a thematic break (---), a list item (- + 1. 1) then a space), a one-column table's delimiter
+# row (:--). Its first character is escaped and the line's indent dropped (four spaces start a code block, where
+# escapes show literally; a rendered paragraph drops the indent anyway). "> " and "* " are escaped inline.
+_BLOCK_START = re.compile(r"#{1,6}(?:[ \t]|$)|=+[ \t]*$|[-+](?:[ \t]|$)|-[- \t]*$|:-")
+_ORDERED_ITEM = re.compile(r"(\d{1,9})([.)])(?:[ \t]|$)")
 # What ends or breaks a link destination or an autolink <URL>.
 _URL_BREAKERS = {"(": "%28", ")": "%29", "<": "%3C", ">": "%3E", " ": "%20", "\\": "%5C", '"': "%22", "\n": "%0A"}
 
 
 def md_text(text: Any) -> str:
     """``text`` as it reads, rendered: its markup characters escaped, and no line starting a block."""
-    escaped = _MARKER_OR_SPECIAL.sub(lambda m: m.group(1) or "\\" + m.group(2), str(text if text is not None else ""))
-    return _LINE_START_BLOCK.sub(_escape_block, escaped)
+    raw, parts, at = str(text if text is not None else ""), [], 0
+    for url in _BARE_URL.finditer(raw):
+        parts += [_inline(raw[at:url.start()]), _in_url(url.group())]
+        at = url.end()
+    parts.append(_inline(raw[at:]))
+    return "\n".join(_unblock(line) for line in "".join(parts).split("\n"))
 
 
-def _escape_block(match: re.Match[str]) -> str:
-    if match.group(1) is not None:
-        return f"\\{match.group(1)}"
-    return f"{match.group(2)}\\{match.group(3)}" if match.group(2) is not None else ""
+def _inline(text: str) -> str:
+    return _MARKER_OR_SPECIAL.sub(lambda m: m.group(1) or "\\" + m.group(0), text)
+
+
+def _in_url(url: str) -> str:
+    return "".join(_IN_URL.get(ch, ch) for ch in _URL_ENTITY.sub("%26", url))
+
+
+def _unblock(line: str) -> str:
+    line = line.lstrip(" \t")
+    if _BLOCK_START.match(line):
+        return "\\" + line
+    item = _ORDERED_ITEM.match(line)
+    return f"{item.group(1)}\\{line[len(item.group(1)):]}" if item else line
 
 
 def md_url(url: Any) -> str:

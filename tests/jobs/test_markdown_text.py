@@ -29,6 +29,8 @@ SAMPLES = [
     "- not a list\n+ nor this\n1. nor this\n2) nor this\n> nor a quote",
     "    four spaces are not code\n\n    nor here [1]",
     "Port 7301 [1]. See [2, 3] and a\\backslash and a [link](https://evil.example) ![x](y)",
+    "Price\n:--",  # a one-column GFM table
+    "# heading\n###### h6\n+ item",
 ]
 
 
@@ -65,3 +67,17 @@ def test_a_failed_url_in_report_md_is_its_url_not_markup(tmp_path: Path, fake_ol
     shown, tags = rendered_text(line)
     assert not tags & {"em", "strong"}, (line, tags)
     assert missing in shown, shown
+
+
+def test_plain_text_is_left_as_written() -> None:
+    # What is no markup reads the same in a plain viewer, and a bare URL keeps every character of its link
+    # (GitHub links bare URLs after escapes are read: download\\_page would be a dead link).
+    for text in ("snake_case_name, AT&T and 3.14 at -5 degrees: see https://example.org/download_page?a=1&b=2",
+                 "1.5 million, #hashtag, 2)note, +1 and a-b", "www.example.org/Foo_(bar) and [1] [2, 3]"):
+        assert md_text(text) == text
+
+
+def test_a_bare_url_cannot_carry_markup_or_an_entity() -> None:
+    shown, tags = rendered_text(md_text("https://a.example/x*y*z&amp;w and https://b.example/[go](https://evil.example)"))
+    assert tags <= {"p"}, tags
+    assert "https://a.example/x%2Ay%2Az%26amp;w" in shown and "[go](https://evil.example)" in shown, shown
