@@ -66,7 +66,15 @@ def normalize_host(host: str) -> str:
 def check_env_host() -> None:
     """Raise ConfigError naming $OLLAMA_HOST when ``import ollama`` would crash on it: its module-level client
     parses the variable as below, and a bad port or an unclosed IPv6 bracket is a ValueError there."""
-    raw = os.environ.get("OLLAMA_HOST", "").strip()
+    given = os.environ.get("OLLAMA_HOST", "")
+    raw = given.strip()
+    if raw != given:
+        # webqa reads the variable without its blanks (default_host); the client would keep them and crash on
+        # "11434 " as a port, so it is handed the same value.
+        if raw:
+            os.environ["OLLAMA_HOST"] = raw
+        else:
+            os.environ.pop("OLLAMA_HOST", None)
     scheme, sep, rest = raw.partition("://")
     try:
         urllib.parse.urlsplit(f"{scheme}://{rest}" if sep else f"http://{raw}").port

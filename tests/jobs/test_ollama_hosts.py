@@ -420,3 +420,12 @@ def test_an_ollama_host_the_client_cannot_parse_is_one_error_line(tmp_path: Path
     (line,) = lines(done.stderr)
     assert line.startswith("Error: OLLAMA_HOST ") and "not a valid URL" in line, line
     assert "PASSWORD1" not in done.stderr + done.stdout
+
+
+@pytest.mark.e2e
+def test_an_ollama_host_with_blanks_around_it_is_read_without_them(tmp_path: Path, db: Path,
+                                                                   fake_ollama: FakeOllama) -> None:
+    # A cron line or an env file often leaves a trailing blank: webqa and the ollama client both read it stripped.
+    host = " " + fake_ollama.url.removeprefix("http://") + " "
+    done = run_job(tmp_path, write_job(tmp_path, job_yaml(["port"])), db, "-q", host=host)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
