@@ -161,6 +161,9 @@ def normalise_url(raw: str) -> tuple[str | None, str | None]:
     if any(ch.isspace() for ch in text):
         # A line of prose ("see the docs", "Note: see the docs") is not a URL with spaces: say what it lacks.
         if not _HTTP.match(text):
+            scheme = text.split("://", 1)[0].lower() if "://" in text.split()[0] else ""
+            if scheme and scheme.isascii() and scheme.replace("+", "").replace("-", "").replace(".", "").isalnum():
+                return None, f"unsupported scheme '{scheme}'; only http and https are fetched"
             return None, "no scheme; write it as https://…"
         return None, "URL contains spaces; percent-encode them as %20"
     try:

@@ -72,6 +72,7 @@ def test_normalise_url_accepts(raw: str, expected: str) -> None:
         ("http://example.org/a b.html", "URL contains spaces; percent-encode them as %20"),
         ("see the docs at example.org", "no scheme; write it as https://…"),  # prose, not a URL with spaces
         ("Note: see the docs", "no scheme; write it as https://…"),  # "Note:" reads as a scheme, but is prose
+        ("ftp://example.org/a b.txt", "unsupported scheme 'ftp'; only http and https are fetched"),
         ("HTTPS://example.org/a b.html", "URL contains spaces; percent-encode them as %20"),
         ("http://example.org/a\tb", "URL contains spaces; percent-encode them as %20"),
         (
