@@ -18,6 +18,8 @@ __all__ = ["check_output_folder", "make_output_folder"]
 def check_output_folder(folder: Path) -> None:
     """Raise StoreError unless ``folder`` could be created and written: a trial folder is made and removed in
     ``folder`` or, when it does not exist yet, in the nearest folder above it that does."""
+    if folder.is_symlink() and not folder.exists():  # a link to nothing (a mount not mounted): mkdir would fail later
+        raise _cannot_create(folder, FileExistsError(17, "a link to a folder that does not exist"))
     existing = folder
     while not existing.exists() and existing.parent != existing:
         existing = existing.parent

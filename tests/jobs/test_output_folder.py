@@ -28,3 +28,14 @@ def test_an_output_folder_under_a_file_is_one_error_line_before_anything(tmp_pat
     done = run_job(tmp_path, job, db, "--out", str(out), "-q", host=f"http://127.0.0.1:{free_port()}")
     assert done.returncode == 3, done.stderr
     assert lines(done.stderr) == [f"Error: {out}: cannot create the output folder: Not a directory; fix it or pass --out DIR"]
+
+
+def test_an_output_folder_that_is_a_dangling_link_is_refused_before_anything(tmp_path: Path, db: Path) -> None:
+    # A reports mount that is not mounted: the link stays, pointing nowhere.
+    out = tmp_path / "reports"
+    out.symlink_to(tmp_path / "not-mounted" / "reports")
+    job = write_job(tmp_path, job_yaml(["port"]))
+    done = run_job(tmp_path, job, db, "--out", str(out), "-q", host=f"http://127.0.0.1:{free_port()}")
+    assert done.returncode == 3, done.stderr
+    assert lines(done.stderr) == [f"Error: {out}: cannot create the output folder: a link to a folder that does not "
+                                  "exist; fix it or pass --out DIR"]
