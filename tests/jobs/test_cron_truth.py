@@ -105,7 +105,7 @@ def test_answer_stale_answers_from_stored_copies_marks_them_and_exits_1(tmp_path
     assert cited == urls[0] and answer["stale_sources"] is True
     assert all(s["last_fetched_at"] for s in answer["sources"] if s.get("stale"))
     report = (run_folder(out, 2) / "report.md").read_text(encoding="utf-8")
-    assert f"stale: {urls[0]} (last fetched" in report
+    assert f"stale: <{urls[0]}> (last fetched" in report  # an autolink: the URL as written, no markup
     record = the_run(db, 2)
     assert (record["status"], record["exit_code"]) == ("partial", 1) and "stale" in record["reason"]
 
