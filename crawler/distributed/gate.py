@@ -33,6 +33,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 import os
 import socket
 import time
@@ -125,6 +126,13 @@ def _ms(seconds: float) -> int:
     return max(0, int(round(seconds * 1000)))
 
 
+def _late_ms(seconds: float) -> int:
+    """Lateness in whole ms, never less than it was: rounded up, plus the ms Redis's TIME floors the slot by, so
+    that ``slot + late + delay`` is no sooner than ``delay`` after the server saw the request (a CI run's server saw
+    two requests a fraction of a ms closer than the delay when lateness was rounded to the nearest ms)."""
+    return math.ceil(max(0.0, seconds) * 1000) + 1
+
+
 class Gate:
     """The per-host booking scripts, with this crawl's delays (job default and per-host overrides)."""
 
@@ -161,7 +169,7 @@ class Gate:
     def release(self, host: str, token: str, late: float = 0.0, slot_ms: int = 0) -> None:
         delay, _ = self.policy(host)
         self._release(keys=[self.keys.gate(host), self.keys.gate_holders(host)],
-                      args=[_ms(delay), token, self.margin_ms, _ms(late), slot_ms])
+                      args=[_ms(delay), token, self.margin_ms, _late_ms(late), slot_ms])
 
     def pause(self, host: str, seconds: float) -> None:
         self._pause(keys=[self.keys.gate(host)], args=[_ms(seconds)])
