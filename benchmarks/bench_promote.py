@@ -51,10 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sel = Selector(store.conn, embedder=client, embedding_model=br.EMBEDDING_MODEL, ensure_fts=store.load_fts,
                        embedding_first=0)
         rows = []
-        for q in devset.questions:
-            if not q.expect:
-                continue
-            wanted = devset_cli.answer_chunks(store, q)
+        for q, wanted in devset_cli.answerable(devset, store):
             pool = sel.select(q.question, "hybrid").candidates
             rank = next((c.rank for c in pool if c.chunk_id in wanted), None)
             row: dict[str, Any] = {"id": q.id, "half": br.half(q.id), "para": q.id.startswith("para-"), "rank": rank}

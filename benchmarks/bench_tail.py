@@ -105,10 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         devset, store, client = devset_cli.opened(stack, args)
         sel = Selector(store.conn, embedder=client, embedding_model=br.EMBEDDING_MODEL, ensure_fts=store.load_fts)
         rows = []
-        for q in devset.questions:
-            if not q.expect:
-                continue
-            wanted = devset_cli.answer_chunks(store, q)
+        for q, wanted in devset_cli.answerable(devset, store):
             pool = sel.select(q.question, "hybrid").candidates
             costed = prompt_costed(pool)
             qvec = np.asarray(_unit_length(client.embed([q.question], model=br.EMBEDDING_MODEL)[0]), dtype=np.float32)

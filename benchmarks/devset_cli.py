@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 from pathlib import Path
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import bench_recall as br
@@ -46,6 +46,13 @@ def answer_chunks(store: Any, question: Any) -> set[str]:
 
     return {cid for cid, _h, text in store.chunk_texts([question.url, *question.also_urls])
             if contains_any(text, question.expect)}
+
+
+def answerable(devset: Any, store: Any) -> Iterator[tuple[Any, set[str]]]:
+    """Each question of the devset that has an answer, with the chunks that hold it (``answer_chunks``)."""
+    for question in devset.questions:
+        if question.expect:
+            yield question, answer_chunks(store, question)
 
 
 def packed_cells(order: Sequence[Any], wanted: set[str], expect: Sequence[str],

@@ -30,10 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         deep = Selector(store.conn, embedder=client, embedding_model=br.EMBEDDING_MODEL, ensure_fts=store.load_fts,
                         pool=args.deep)
         print("half id pool bm25 emb deep_bm25 deep_emb page_rank same_page_before cos_ans cos_top bm25_ans")
-        for q in devset.questions:
-            if not q.expect:
-                continue
-            wanted = devset_cli.answer_chunks(store, q)
+        for q, wanted in devset_cli.answerable(devset, store):
             pool = sel.select(q.question, "hybrid").candidates
             bm, em = deep.bm25(q.question, None), deep.embedding(q.question, None)
             r = _rank(pool, wanted)
