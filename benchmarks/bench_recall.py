@@ -73,6 +73,11 @@ class DevsetKind:
     minimums: tuple[int, int, int] = (60, 15, 6)
 
 
+# A fresh question set over a dev corpus's pages (--questions) judges a lever chosen on the dev sets; it
+# needs enough of both kinds to count, not the unanswerable ones the answerer's checks use.
+FRESH_MINIMUMS = (30, 10, 0)
+
+
 POSTGRESQL_CORPUS = common.REPO / "build" / "corpus-postgresql" / "usr/share/doc/postgresql-doc-15/html"
 GIT_CORPUS = common.REPO / "build" / "corpus-git" / "usr/share/doc/git-doc"
 ES_CORPUS = common.REPO / "build" / "corpus-es" / "usr/share/debian-reference"
@@ -98,18 +103,22 @@ def _stored_html(conn: Any, url: str) -> str | None:
         return None
     return decompress_html(row[1]) if row[1] is not None else row[0]
 
-def use_devset(name: str) -> DevsetKind:
-    """Point the module at one development corpus (the python manual is the default)."""
+def use_devset(name: str, questions: Path | None = None) -> DevsetKind:
+    """Point the module at one development corpus (the python manual is the default); ``questions`` asks
+    another question file over the same pages (a fresh set, held to smaller minimums)."""
     global QUESTIONS, URLS, CORPUS, DEVSET_DB, RESULTS_PREFIX, MIN_QUESTIONS, MIN_PARA, MIN_NONE
     kind = DEVSETS[name]
+    if questions is not None:
+        kind = dataclasses.replace(kind, questions=questions, minimums=FRESH_MINIMUMS)
     QUESTIONS, URLS, CORPUS, DEVSET_DB, RESULTS_PREFIX = kind.questions, kind.urls, kind.corpus, kind.db, kind.results_prefix
     MIN_QUESTIONS, MIN_PARA, MIN_NONE = kind.minimums
     return kind
 
 
-def crawled_devset(name: str, db: Path | None = None) -> DevsetKind:
-    """``use_devset(name)``, its database at ``db`` if given; exits when that database was never crawled."""
-    kind = use_devset(name)
+def crawled_devset(name: str, db: Path | None = None, questions: Path | None = None) -> DevsetKind:
+    """``use_devset(name, questions)``, its database at ``db`` if given; exits when that database was never
+    crawled."""
+    kind = use_devset(name, questions)
     if db is not None:
         kind = dataclasses.replace(kind, db=db)
     if not kind.db.exists():

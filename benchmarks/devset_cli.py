@@ -22,6 +22,8 @@ def parser(doc: str, *, models: bool = False, budgets: bool = True) -> argparse.
     made = argparse.ArgumentParser(description=doc.split("\n\n", 1)[0])
     made.add_argument("--devset", choices=sorted(br.DEVSETS), default="python")
     made.add_argument("--db", type=Path, default=None, help="another copy of the devset database")
+    made.add_argument("--questions", type=Path, default=None,
+                      help="another question file over the same pages (e.g. benchmarks/devset/fresh/git.yaml)")
     if models:
         made.add_argument("--embedding-model", default=br.EMBEDDING_MODEL, choices=MODELS)
     if budgets:
@@ -33,7 +35,7 @@ def opened(stack: contextlib.ExitStack[Any], args: argparse.Namespace) -> tuple[
     """(the devset's questions, its database as a RunStore, an embedding client), open until ``stack`` closes."""
     from jobs.runstore import RunStore
 
-    kind = br.crawled_devset(args.devset, args.db)
+    kind = br.crawled_devset(args.devset, args.db, args.questions)
     netloc, _stored, _ = br.stored_netloc(kind.db)
     devset = br.load_devset(netloc)
     client = br.embedding_client(stack, getattr(args, "embedding_model", br.EMBEDDING_MODEL))
