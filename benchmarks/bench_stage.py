@@ -218,10 +218,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--excerpt-chars", type=int, default=600, help="llm-rerankN: excerpt of each candidate")
     parser.add_argument("--hyde-texts", type=Path, default=None, metavar="FILE",
                         help="hyde: passages written ahead by bench_hyde_texts.py (no --chat needed)")
+    parser.add_argument("--questions", type=Path, default=None,
+                        help="another question file over the same pages (e.g. benchmarks/devset/fresh/git.yaml)")
     parser.add_argument("--half", choices=("tune", "check"), default=None,
                         help="only this half's questions (a slow variant, e.g. a chat model on a busy machine)")
     args = parser.parse_args(argv)
-    kind = br.crawled_devset(args.devset, args.db)
+    kind = br.crawled_devset(args.devset, args.db, args.questions)
     from jobs.llm import OllamaClient, OllamaSettings
     from jobs.runstore import RunStore
     from jobs.second_stage import SecondStage, StageSettings
