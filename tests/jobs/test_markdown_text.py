@@ -13,7 +13,12 @@ from pathlib import Path
 import markdown_it
 import pytest
 
+from jobs.config import load_job
+from jobs.crawl_phase import CrawlReport
+from jobs.errors import ExitCode
 from jobs.markdown_text import md_text
+from jobs.run_report import write_reports
+from jobs.verdict import Verdict
 from tests.support.fake_ollama import FakeOllama
 from tests.support.run import QUESTIONS, WIDGET, quoting_responder, webqa
 from tests.support.site_server import SiteServer
@@ -81,3 +86,29 @@ def test_a_bare_url_cannot_carry_markup_or_an_entity() -> None:
     shown, tags = rendered_text(md_text("https://a.example/x*y*z&amp;w and https://b.example/[go](https://evil.example)"))
     assert tags <= {"p"}, tags
     assert "https://a.example/x%2Ay%2Az%26amp;w" in shown and "[go](https://evil.example)" in shown, shown
+
+
+def _token_types(markdown: str) -> set[str]:
+    tokens = markdown_it.MarkdownIt("commonmark").parse(markdown)
+    return {t.type for t in tokens} | {c.type for t in tokens for c in t.children or ()}
+
+
+def test_the_summary_lines_of_report_md_carry_no_markup(tmp_path: Path) -> None:
+    # The status reason names failed URLs and their errors, the crawl and hosts lines URLs: all text from outside.
+    markup = "<img src=x onerror=alert(1)> [go](https://evil.example) ![p](https://evil.example/p.png) *now*"
+    job = tmp_path / "job.yaml"
+    job.write_text("name: md\nurls: [https://example.org/]\nquestions: [\"What?\"]\n"
+                   "output: {formats: [markdown, html]}\n", encoding="utf-8")
+    jsonl = tmp_path / "answers.jsonl"
+    jsonl.write_text("", encoding="utf-8")
+    counts = {"questions": 0, "answered": 0, "grounded": 0, "not_enough_info": 0, "failed": 0}
+    result = Verdict("partial", ExitCode.PARTIAL, f"1 URLs could not be fetched: https://example.org/a_b ({markup})")
+    write_reports(load_job(job), tmp_path, 1, result, counts, [], [], CrawlReport(line=f"Crawled: {markup}"), jsonl,
+                  hosts_line=f"Ollama hosts: http://127.0.0.1:11434 answered 0, {markup} answered 0")
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert not _token_types(report) & {"link_open", "image", "html_inline", "html_block", "em_open"}, report
+    shown, _tags = rendered_text(report)
+    for line in (result.reason, f"Crawled: {markup}", "https://example.org/a_b", "http://127.0.0.1:11434 answered 0"):
+        assert line in shown, shown
+    # report.html is given the lines as they are, and escapes them itself.
+    assert "&lt;img src=x onerror=alert(1)&gt;" in (tmp_path / "report.html").read_text(encoding="utf-8")
