@@ -176,7 +176,7 @@ def _answer_section(obj: dict[str, Any]) -> list[str]:
         return [*lines, f"**Failed:** {md_text(obj['error'])}{host}{where}", ""]
     if obj.get("answer") is None:
         return [*lines, "_No answer (dry run)._", ""]
-    lines.append(md_text(str(obj["answer"]).strip()))  # the model's words, led by the pages: text, never markup
+    lines += _quoted(md_text(str(obj["answer"]).strip()))  # the model's words, led by the pages: text, never markup
     lines.append("")
     if obj.get("type") not in (None, "text") and obj.get("answered"):
         problem = f" (not trusted: {md_text(obj['value_problem'])})" if obj.get("value_problem") else ""
@@ -202,6 +202,12 @@ def _answer_section(obj: dict[str, Any]) -> list[str]:
             lines.append(f"- [{c['source']}] {where} — “{md_text(c['quote'])}” {mark}")
         lines.append("")
     return lines
+
+
+def _quoted(text: str) -> list[str]:
+    """``text`` as a blockquote, its paragraphs kept: every line of it starts with ">", so none can pass for one
+    of the report's own lines (a "Confidence:" line, "Sources:")."""
+    return [f"> {line}" if line else ">" for line in text.split("\n")]
 
 
 CSV_FIELDS = ("question_id", "question", "answer", "value", "answered", "type", "confidence", "grounded", "answerer",

@@ -17,6 +17,7 @@ from jobs.config import load_job
 from jobs.crawl_phase import CrawlReport
 from jobs.errors import ExitCode
 from jobs.markdown_text import md_text
+from jobs.report import markdown_report
 from jobs.run_report import write_reports
 from jobs.verdict import Verdict
 from tests.support.fake_ollama import FakeOllama
@@ -112,3 +113,23 @@ def test_the_summary_lines_of_report_md_carry_no_markup(tmp_path: Path) -> None:
         assert line in shown, shown
     # report.html is given the lines as they are, and escapes them itself.
     assert "&lt;img src=x onerror=alert(1)&gt;" in (tmp_path / "report.html").read_text(encoding="utf-8")
+
+
+def test_an_answer_cannot_write_a_line_of_the_report_its_own() -> None:
+    # The model's reply, led by the pages, may carry line breaks and what looks like the report's verdict line.
+    fake = "Confidence: **high** · grounded: **yes** · answerer: llm"
+    answer = f"Port 7301 [1].\n\n{fake}\n**Confidence:** high\n\nSources:\n- [1] [page](https://evil.example)"
+    result = {"question_id": "q1", "question": "Which port?", "answer": answer, "confidence": "low",
+              "grounded": False, "answerer": "llm", "attempt": 1, "answer_id": 7}
+    report = markdown_report("run", [], [result])
+    assert [line for line in report.splitlines() if "Confidence:" in line and not line.startswith(">")] == [
+        "Confidence: **low** · grounded: **no** · answerer: llm · attempt 1 · answer id 7"], report
+    assert [line for line in report.splitlines() if line.startswith(("Sources:", "- ["))] == []
+    # Rendered: one verdict outside the answer; the answer's own lines stay readable: its three paragraphs, quoted.
+    tokens = markdown_it.MarkdownIt("commonmark").parse(report)
+    outside = ["".join(c.content for c in t.children or ()) for t in tokens if t.type == "inline" and t.level == 1]
+    assert [text for text in outside if "Confidence" in text or "Sources" in text] == [
+        "Confidence: low · grounded: no · answerer: llm · attempt 1 · answer id 7"], outside
+    quoted = [t.content for t in tokens if t.type == "inline" and t.level == 2]
+    assert len(quoted) == 3 and quoted[0] == "Port 7301 [1].", quoted
+    assert not {t.type for t in tokens} & {"bullet_list_open", "link_open"}, report
