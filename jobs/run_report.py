@@ -120,7 +120,7 @@ def write_reports(job: JobConfig, out_dir: Path, run_id: int, result: Verdict, c
     if "markdown" in job.output.formats or "html" in job.output.formats:
         # The URLs, reasons and notices come from outside: report.md gets them as text (report.html escapes its own).
         md_summary = _summary_lines(run_id, result, counts, crawl, notices, hosts_line,
-                                    lambda url: f"<{md_url(url)}>", md_text)
+                                    lambda url: f"<{md_url(url)}>", lambda text: md_text(text, one_line=True))
         summary = _summary_lines(run_id, result, counts, crawl, notices, hosts_line, str, str)
     if "markdown" in job.output.formats:
         preamble = render_diff(diff) if diff is not None else []
