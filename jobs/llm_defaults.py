@@ -12,7 +12,7 @@ import urllib.parse
 from typing import Any
 
 from jobs.errors import ConfigError
-from pipelines.redact import redact_url
+from pipelines.redact import redact_url, url_credentials
 
 DEFAULT_PORT = 11434  # `ollama serve`'s
 DEFAULT_HOST = f"http://localhost:{DEFAULT_PORT}"
@@ -97,9 +97,9 @@ def host_credentials(raw: str, host: str, kept: tuple[str, str, str] | None) -> 
     """
     text = raw.strip()
     try:
-        parts = urllib.parse.urlsplit(text if "://" in text else f"http://{text}")
+        credentials = url_credentials(text if "://" in text else f"http://{text}")
     except ValueError:
         return None
-    if parts.username is not None:
-        return host, urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
+    if credentials is not None:
+        return host, *credentials
     return kept if kept is not None and kept[0] == host else None

@@ -35,9 +35,13 @@ _ORDERED_ITEM = re.compile(r"(\d{1,9})([.)])(?:[ \t]|$)")
 _URL_BREAKERS = {"(": "%28", ")": "%29", "<": "%3C", ">": "%3E", " ": "%20", "\\": "%5C", '"': "%22", "\n": "%0A"}
 
 
-def md_text(text: Any) -> str:
-    """``text`` as it reads, rendered: its markup characters escaped, and no line starting a block."""
+def md_text(text: Any, *, one_line: bool = False) -> str:
+    """``text`` as it reads, rendered: its markup characters escaped, and no line starting a block. With
+    ``one_line``, its line breaks (and runs of blanks) become one space, as a rendered paragraph shows them: a
+    value written within a line of the report's own cannot end that line and start one that passes for another."""
     raw, parts, at = str(text if text is not None else ""), [], 0
+    if one_line:
+        raw = " ".join(raw.split())
     for url in _BARE_URL.finditer(raw):
         parts += [_inline(raw[at:url.start()]), _in_url(url.group())]
         at = url.end()

@@ -21,7 +21,7 @@ import subprocess
 import threading
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
@@ -31,6 +31,7 @@ from jobs.changes import REPORTABLE
 from jobs.history import RunDiff, citations_of
 from jobs.notify_config import NotifyConfig, shown_webhook
 from jobs.report_html import fragment_link
+from pipelines.redact import url_credentials
 
 __all__ = ["NotifyError", "change_payload", "notify_changes", "post_webhook", "run_command", "webhook_target"]
 
@@ -157,7 +158,7 @@ def post_webhook(url: str, body: dict[str, Any], *, timeout: float, attempts: in
     retrying = Retrying(stop=stop_after_attempt(attempts), wait=wait_exponential(multiplier=backoff_s, max=BACKOFF_MAX_S),
                         retry=retry_if_exception(_transient), reraise=True)
     # The target is rebuilt on the checked address, so the URL's user:password@ is sent as Basic auth, as curl does.
-    auth = (unquote(parts.username), unquote(parts.password or "")) if parts.username is not None else None
+    auth = url_credentials(url)
     try:
         with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False, auth=auth) as client:
             retrying(once, client)

@@ -173,14 +173,14 @@ def _answer_section(obj: dict[str, Any]) -> list[str]:
     if obj.get("error"):
         where = f" (answer id {obj['answer_id']}: `webqa explain {obj['answer_id']}`)" if obj.get("answer_id") else ""
         host = f" (Ollama host {obj['host']})" if obj.get("host") else ""
-        return [*lines, f"**Failed:** {md_text(obj['error'])}{host}{where}", ""]
+        return [*lines, f"**Failed:** {md_text(obj['error'], one_line=True)}{host}{where}", ""]
     if obj.get("answer") is None:
         return [*lines, "_No answer (dry run)._", ""]
-    lines.append(md_text(str(obj["answer"]).strip()))  # the model's words, led by the pages: text, never markup
+    lines += _quoted(md_text(str(obj["answer"]).strip()))  # the model's words, led by the pages: text, never markup
     lines.append("")
     if obj.get("type") not in (None, "text") and obj.get("answered"):
-        problem = f" (not trusted: {md_text(obj['value_problem'])})" if obj.get("value_problem") else ""
-        lines += [f"Value ({obj['type']}): **{md_text(value_text(obj.get('value')))}**{problem}", ""]
+        problem = f" (not trusted: {md_text(obj['value_problem'], one_line=True)})" if obj.get("value_problem") else ""
+        lines += [f"Value ({obj['type']}): **{md_text(value_text(obj.get('value')), one_line=True)}**{problem}", ""]
     # "Not enough information" claims nothing: no confidence or grounding to show (the summary counts it apart).
     verdict = "**Not enough information**" if obj.get("not_enough_information") else (
         f"Confidence: **{obj.get('confidence')}** · grounded: **{'yes' if obj.get('grounded') else 'no'}**")
@@ -194,14 +194,20 @@ def _answer_section(obj: dict[str, Any]) -> list[str]:
         stale = {s["url"]: s.get("last_fetched_at") for s in obj.get("sources", []) if s.get("stale")}
         lines.append("Sources:")
         for c in obj["citations"]:
-            mark = "✓" if c["valid"] else f"✗ {md_text(c['reason'])}"
-            label, link = md_text(c["heading_path"] or c["url"]), md_url(c.get("link") or c["url"])
+            mark = "✓" if c["valid"] else f"✗ {md_text(c['reason'], one_line=True)}"
+            label, link = md_text(c["heading_path"] or c["url"], one_line=True), md_url(c.get("link") or c["url"])
             where = f"[{label}]({link})" if c.get("url") else "(unknown source)"
             if c.get("url") in stale:
                 where += f" (stale: last fetched {stale[c['url']]})"
-            lines.append(f"- [{c['source']}] {where} — “{md_text(c['quote'])}” {mark}")
+            lines.append(f"- [{c['source']}] {where} — “{md_text(c['quote'], one_line=True)}” {mark}")
         lines.append("")
     return lines
+
+
+def _quoted(text: str) -> list[str]:
+    """``text`` as a blockquote, its paragraphs kept: every line of it starts with ">", so none can pass for one
+    of the report's own lines (a "Confidence:" line, "Sources:")."""
+    return [f"> {line}" if line else ">" for line in text.split("\n")]
 
 
 CSV_FIELDS = ("question_id", "question", "answer", "value", "answered", "type", "confidence", "grounded", "answerer",

@@ -101,22 +101,27 @@ def _outside_lines(crawl: CrawlReport, notices: list[str], url: Callable[[str], 
     return lines + [f"notice: {text(n)}" for n in notices]
 
 
+def _summary_lines(run_id: int, result: Verdict, counts: dict[str, int], crawl: CrawlReport, notices: list[str],
+                   hosts_line: str | None, url: Callable[[str], str], text: Callable[[Any], str]) -> list[str]:
+    """The report's summary: the status and its reason (failed URLs and their errors), the counts, the crawl and
+    hosts lines, then :func:`_outside_lines`; what came from outside written by ``url``/``text``."""
+    reason = f" ({text(result.reason)})" if result.reason and result.status != "done" else ""
+    lines = [f"run {run_id}: {result.status}{reason}", f"questions: {counts['questions']}, answered: "
+             f"{counts['answered']}, grounded: {counts['grounded']}, not enough information: "
+             f"{counts['not_enough_info']}, failed: {counts['failed']}"]
+    lines += [text(line) for line in (crawl.line, hosts_line) if line]
+    return lines + _outside_lines(crawl, notices, url, text)
+
+
 def write_reports(job: JobConfig, out_dir: Path, run_id: int, result: Verdict, counts: dict[str, int],
                    order: list[str], notices: list[str], crawl: CrawlReport,
                    jsonl_path: Path, diff: RunDiff | None = None, hosts_line: str | None = None) -> list[Path]:
     outputs = []
     if "markdown" in job.output.formats or "html" in job.output.formats:
-        status = result.status + (f" ({result.reason})" if result.reason and result.status != "done" else "")
-        summary = [f"run {run_id}: {status}", f"questions: {counts['questions']}, answered: {counts['answered']}, "
-                   f"grounded: {counts['grounded']}, not enough information: {counts['not_enough_info']}, "
-                   f"failed: {counts['failed']}"]
-        if crawl.line:
-            summary.append(crawl.line)
-        if hosts_line:
-            summary.append(hosts_line)
         # The URLs, reasons and notices come from outside: report.md gets them as text (report.html escapes its own).
-        md_summary = summary + _outside_lines(crawl, notices, lambda url: f"<{md_url(url)}>", md_text)
-        summary += _outside_lines(crawl, notices, str, str)
+        md_summary = _summary_lines(run_id, result, counts, crawl, notices, hosts_line,
+                                    lambda url: f"<{md_url(url)}>", lambda text: md_text(text, one_line=True))
+        summary = _summary_lines(run_id, result, counts, crawl, notices, hosts_line, str, str)
     if "markdown" in job.output.formats:
         preamble = render_diff(diff) if diff is not None else []
         path = out_dir / "report.md"

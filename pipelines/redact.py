@@ -1,10 +1,12 @@
 """Credentials out of everything webqa shows or stores, and text from outside made inert for a terminal.
 
-Two pure helpers every layer uses at its edges (messages, log lines, reports, database columns):
+Pure helpers every layer uses at its edges (messages, log lines, reports, database columns):
 
 * :func:`redact_url` / :func:`redact_text`: the userinfo of a URL (``redis://:PASSWORD@host``,
   ``http://user:token@proxy``) becomes ``***``; the rest of the URL stays, so the message still says
   which server. Cron mails stderr and log files travel: a password must never be in them.
+  :func:`url_credentials` reads that userinfo where it is meant to be sent (Basic auth to a webhook or an
+  Ollama proxy), decoded the one way for both.
 * :func:`inert`: control characters (ANSI/OSC escape sequences, carriage returns, bidi overrides) of
   text that came from pages, LLM replies or URLs, escaped as ``\\x1b`` so a terminal shows them instead
   of obeying them (clearing the screen, retitling the window, hiding a hyperlink).
@@ -13,8 +15,9 @@ Two pure helpers every layer uses at its edges (messages, log lines, reports, da
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote, urlsplit
 
-__all__ = ["REDACTED", "inert", "redact_text", "redact_url"]
+__all__ = ["REDACTED", "inert", "redact_text", "redact_url", "url_credentials"]
 
 REDACTED = "***"
 
@@ -27,6 +30,16 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)([^\s/?#@\"'<>]*)@"
 def redact_url(url: str) -> str:
     """``url`` with its userinfo (user and password) replaced by ``***``; other URLs unchanged."""
     return _USERINFO.sub(_hide, url)
+
+
+def url_credentials(url: str) -> tuple[str, str] | None:
+    """(user, password) of ``url``'s ``user:password@``, percent-decoded (RFC 3986 userinfo is percent-encoded, so
+    a password holding "@" is written ``%40``), to send as Basic auth as curl does; None without one. Raises
+    ValueError as ``urlsplit`` does."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return None
+    return unquote(parts.username), unquote(parts.password or "")
 
 
 def redact_text(text: str) -> str:

@@ -131,9 +131,9 @@ def test_a_webhook_secret_in_its_path_query_or_userinfo_reaches_no_message() -> 
 
 def test_a_webhook_with_user_and_password_posts_them_as_basic_auth() -> None:
     with Receiver() as receiver:
-        url = receiver.url.replace("http://", "http://hook%40user:p%3Ass@")
+        url = receiver.url.replace("http://", "http://hook%40user:p%40s%3As@")
         assert post_webhook(url, BODY, timeout=5, attempts=1, allow_private=True) == 1
-    assert receiver.headers[0]["Authorization"] == "Basic " + base64.b64encode(b"hook@user:p:ss").decode()
+    assert receiver.headers[0]["Authorization"] == "Basic " + base64.b64encode(b"hook@user:p@s:s").decode()
     assert receiver.posts == [BODY]
 
 

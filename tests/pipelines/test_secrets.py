@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipelines.redact import inert, redact_text, redact_url
+from pipelines.redact import inert, redact_text, redact_url, url_credentials
 from tests.support.site_server import SiteServer
 from tests.support.crawling import REPO
 from tests.support.redis import REDIS_SERVER, free_port, stop_server, wait_for
@@ -50,6 +50,14 @@ def test_redact_helpers() -> None:
     assert redact_text(f"invalid hostname: user:{PASSWORD}@127.0.0.1; mail me@example.org at 10:30") \
         == "invalid hostname: ***@127.0.0.1; mail me@example.org at 10:30"
     assert inert("ok\x1b]0;pwned\x07\x1b[2J\u202etxt\nnext") == "ok\\x1b]0;pwned\\x07\\x1b[2J\\u202etxt\nnext"
+
+
+def test_url_credentials_are_the_percent_decoded_userinfo() -> None:
+    # RFC 3986 userinfo is percent-encoded: a password with "@" or ":" in it is written %40, %3A; "+" is a "+".
+    assert url_credentials("http://hook%40user:p%40ss%3Aw+d@127.0.0.1:8080/x") == ("hook@user", "p@ss:w+d")
+    assert url_credentials("https://token@hooks.example.org/x") == ("token", "")
+    assert url_credentials("http://hooks.example.org/a@b") is None
+    assert url_credentials("http://127.0.0.1:11434") is None
 
 
 @pytest.mark.e2e
