@@ -29,7 +29,6 @@ default .5). Kinds:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -135,39 +134,11 @@ def question_bound(conn: Any, question: str) -> float:
     return sum(idf for _, idf, _ in terms) * (Bm25Params().k1 + 1)
 
 
-@dataclasses.dataclass
-class Probe:
-    id: str
-    question: str
-    expect: list[str]
-    wanted: set[str]
-
-
-def probes(conn: Any, n: int) -> list[Probe]:
-    """``n`` exact-term questions: identifiers (snake_case names, --options) held by one to three chunks, picked
-    by a hash of their text (deterministic), each asked as "What does IDENT do?"."""
-    import hashlib
-    import re
-
-    pattern = re.compile(r"(?<![\w-])(?:[a-z][a-z0-9]*(?:_[a-z0-9]+)+|--[a-z][a-z0-9]+(?:-[a-z0-9]+)+)(?![\w-])")
-    holders: dict[str, set[str]] = {}
-    for chunk_id, text in conn.execute("SELECT chunk_id, text FROM chunks").fetchall():
-        for ident in set(pattern.findall(text)):
-            if len(ident) >= 8:
-                holders.setdefault(ident, set()).add(chunk_id)
-    rare = sorted((i for i, held in holders.items() if len(held) <= 3),
-                  key=lambda i: hashlib.sha256(i.encode()).hexdigest())
-    return [Probe(f"probe-{i}", f"What does {i} do?", [i], holders[i]) for i in rare[:n]]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = devset_cli.parser(__doc__, models=True)
     parser.add_argument("--variants", default="mm,mm@.4,ideal/max,ideal/max@.4,ideal/raw,z,dbsf,rrf")
     parser.add_argument("--deep", type=int, default=200)
-    parser.add_argument("--probe", type=int, default=0, metavar="N",
-                        help="instead of the devset's questions, N exact-term questions made from the pages: "
-                             "'What does IDENT do?' for identifiers (snake_case or --options) found in 1-3 chunks; "
-                             "answered when a chunk holding it is packed")
+    devset_cli.add_probe(parser)
     args = parser.parse_args(argv)
     from jobs.select import HYBRID_BM25_WEIGHT, Selector
 
@@ -181,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sel = Selector(store.conn, **common)
         deep = Selector(store.conn, pool=args.deep, **common)
         rows, differ = [], 0
-        asked = probes(store.conn, args.probe) if args.probe else devset.questions
+        asked = devset_cli.probes(store.conn, args.probe) if args.probe else devset.questions
         for q in asked:
             if not q.expect:
                 continue

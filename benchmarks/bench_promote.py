@@ -40,6 +40,7 @@ def promoted(pool: Sequence[Any], n: int, both: bool) -> list[Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = devset_cli.parser(__doc__)
     parser.add_argument("--variants", default="e3,e5,b3,b5")
+    devset_cli.add_probe(parser)
     args = parser.parse_args(argv)
     from jobs.select import Selector
 
@@ -51,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sel = Selector(store.conn, embedder=client, embedding_model=br.EMBEDDING_MODEL, ensure_fts=store.load_fts,
                        embedding_first=0)
         rows = []
-        for q, wanted in devset_cli.answerable(devset, store):
+        for q, wanted in devset_cli.answerable(devset, store, args.probe):
             pool = sel.select(q.question, "hybrid").candidates
             rank = next((c.rank for c in pool if c.chunk_id in wanted), None)
             row: dict[str, Any] = {"id": q.id, "half": br.half(q.id), "para": q.id.startswith("para-"), "rank": rank}

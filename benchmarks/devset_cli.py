@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 from pathlib import Path
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -50,8 +51,44 @@ def answer_chunks(store: Any, question: Any) -> set[str]:
             if contains_any(text, question.expect)}
 
 
-def answerable(devset: Any, store: Any) -> Iterator[tuple[Any, set[str]]]:
-    """Each question of the devset that has an answer, with the chunks that hold it (``answer_chunks``)."""
+def add_probe(made: argparse.ArgumentParser) -> None:
+    made.add_argument("--probe", type=int, default=0, metavar="N",
+                      help="instead of the devset's questions, N exact-term questions made from the pages: "
+                           "'What does IDENT do?' for identifiers (snake_case or --options) found in 1-3 chunks; "
+                           "answered when a chunk holding it is packed")
+
+
+@dataclasses.dataclass
+class Probe:
+    id: str
+    question: str
+    expect: list[str]
+    wanted: set[str]
+
+
+def probes(conn: Any, n: int) -> list[Probe]:
+    """``n`` exact-term questions: identifiers (snake_case names, --options) held by one to three chunks, picked
+    by a hash of their text (deterministic), each asked as "What does IDENT do?"."""
+    import hashlib
+    import re
+
+    pattern = re.compile(r"(?<![\w-])(?:[a-z][a-z0-9]*(?:_[a-z0-9]+)+|--[a-z][a-z0-9]+(?:-[a-z0-9]+)+)(?![\w-])")
+    holders: dict[str, set[str]] = {}
+    for chunk_id, text in conn.execute("SELECT chunk_id, text FROM chunks").fetchall():
+        for ident in set(pattern.findall(text)):
+            if len(ident) >= 8:
+                holders.setdefault(ident, set()).add(chunk_id)
+    rare = sorted((i for i, held in holders.items() if len(held) <= 3),
+                  key=lambda i: hashlib.sha256(i.encode()).hexdigest())
+    return [Probe(f"probe-{i}", f"What does {i} do?", [i], holders[i]) for i in rare[:n]]
+
+
+def answerable(devset: Any, store: Any, probe: int = 0) -> Iterator[tuple[Any, set[str]]]:
+    """Each question of the devset that has an answer, with the chunks that hold it (``answer_chunks``); with
+    ``probe``, that many exact-term questions (``probes``) instead."""
+    if probe:
+        yield from ((p, p.wanted) for p in probes(store.conn, probe))
+        return
     for question in devset.questions:
         if question.expect:
             yield question, answer_chunks(store, question)
