@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_recall as br
+import devset_cli
 import common
 
 E5 = "multilingual-e5-small"
@@ -220,6 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="hyde: passages written ahead by bench_hyde_texts.py (no --chat needed)")
     parser.add_argument("--questions", type=Path, default=None,
                         help="another question file over the same pages (e.g. benchmarks/devset/fresh/git.yaml)")
+    devset_cli.add_probe(parser)
     parser.add_argument("--half", choices=("tune", "check"), default=None,
                         help="only this half's questions (a slow variant, e.g. a chat model on a busy machine)")
     args = parser.parse_args(argv)
@@ -248,6 +250,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         base = Selector(store.conn, embedder=client, embedding_model=args.first_stage_model, ensure_fts=store.load_fts)
         base.embed_missing()
         selector = br._CachedSelector(base)
+        if args.probe:
+            from jobs.evaluate import EvalQuestion
+
+            # An exact-term question is answered by any chunk that holds its identifier, wherever the page.
+            devset = replace(devset, questions=[EvalQuestion(p.id, p.question, tuple(p.expect))
+                                                for p in devset_cli.probes(store.conn, args.probe)])
         print(f"{args.devset}: {len(devset.questions)} questions; budgets {budgets}")
         print(f"{'variant':<18} {'budget':>6}  {'tune: prompt (para)':<22} {'check: prompt (para)':<22} "
               f"{'tokens':>6} {'src':>4} {'s/q':>6}  check losses: not in pool / below cut / truncated")
