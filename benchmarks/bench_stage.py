@@ -53,6 +53,7 @@ def parse_variant(name: str) -> dict[str, Any]:
     words: int | None = None
     weight = lexical = 0.0
     whole = 0
+    gate = None
     union = "u" in parts  # the stage scores the union of each list's top N (StageSettings.union)
     for part in parts:
         if part.startswith("p") and part[1:].isdigit():
@@ -63,10 +64,12 @@ def parse_variant(name: str) -> dict[str, Any]:
             lexical = float(part[1:])
         elif part.startswith("top"):
             whole = int(part[3:])
+        elif part.startswith("g") and part[1:].replace(".", "", 1).isdigit():
+            gate = float(part[1:])
     if words is None and "chunks" not in parts:
         raise SystemExit(f"unknown variant {name!r}")
     return {"stage": {"embedding_model": model, "weight": weight, "passage_words": words, "lexical_weight": lexical,
-                      "whole_top": whole, "union": union}}
+                      "whole_top": whole, "union": union}, "gate": gate}
 
 
 def run_variant(selector: Any, store: Any, questions: Sequence[Any], stage: Any, budgets: Sequence[int]) -> dict[str, Any]:
@@ -185,6 +188,27 @@ class LlmReranked:
         return getattr(self.base, name)
 
 
+class _Gated:
+    """The stage only where bm25's best candidate holds less than ``share`` of the question (its score over the
+    question's ceiling, bench_fusion.question_bound): a paraphrase, not an exact term (round 9)."""
+
+    def __init__(self, stage: Any, conn: Any, share: float) -> None:
+        self.stage, self.conn, self.share = stage, conn, share
+        self.applied = 0
+
+    def apply(self, question: str, candidates: Any, **kw: Any) -> Any:
+        from types import SimpleNamespace
+
+        from bench_fusion import question_bound
+
+        best = max((c.bm25_score for c in candidates if c.bm25_score is not None), default=0.0)
+        bound = question_bound(self.conn, question)
+        if bound > 0 and best / bound >= self.share:
+            return list(candidates), SimpleNamespace(status="skipped")
+        self.applied += 1
+        return self.stage.apply(question, candidates, **kw)
+
+
 class _Timed:
     """The stage, with each question's seconds and failures recorded."""
 
@@ -280,6 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          lexical_weight=spec["lexical_weight"], whole_top=spec["whole_top"],
                                          union=spec["union"])
                 stage = SecondStage(base, settings, embedder=e5 if spec["embedding_model"] else None)
+                if parsed[name].get("gate") is not None:
+                    stage = _Gated(stage, store.conn, parsed[name]["gate"])
             rows = run_variant(chosen, store, devset.questions, stage, budgets)
             if isinstance(chosen, HydeSelector):
                 rows["model_seconds"] = _seconds(chosen.seconds) | {"failed": chosen.failed, "model": args.chat_model}
