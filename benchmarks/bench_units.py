@@ -78,9 +78,11 @@ def unit_matrix(conn: Any, client: Any, model: str, min_words: int, heading: boo
     return out, owners
 
 
-def with_units(em_all: Sequence[Any], qvec: Any, matrix: Any, owners: Sequence[str], deep: int) -> list[Any]:
-    """The embedding list re-ordered: each chunk's score the larger of its best window and its best unit."""
-    sims = matrix @ qvec
+def with_units(em_all: Sequence[Any], qvec: Any, matrix: Any, owners: Sequence[str], deep: int,
+               discount: float = 0.0) -> list[Any]:
+    """The embedding list re-ordered: each chunk's score the larger of its best window and its best unit less
+    ``discount`` (a short unit's cosine runs higher than a window's for the same match)."""
+    sims = matrix @ qvec - discount
     best: dict[str, float] = {}
     for cid, s in zip(owners, sims.tolist(), strict=True):
         if s > best.get(cid, -2.0):
@@ -96,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-heading", action="store_true")
     parser.add_argument("--probe", type=int, default=0, metavar="N")
     parser.add_argument("--cache", type=Path, default=Path("build-first"))
+    parser.add_argument("--discounts", default="0", help="variants: a unit's cosine less each of these")
     args = parser.parse_args(argv)
     import numpy as np
     from jobs.select import HYBRID_BM25_WEIGHT, Selector, _unit_length
@@ -103,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     product = f"mm@{HYBRID_BM25_WEIGHT:g}"
     budgets = [int(b) for b in args.budgets.split(",")]
+    discounts = [float(d) for d in args.discounts.split(",")]
     with contextlib.ExitStack() as stack:
         devset, store, client = devset_cli.opened(stack, args)
         conn = store.conn
@@ -123,27 +127,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             em_all = every.embedding(q.question, None)
             qvec = np.array(_unit_length(client.embed([pre.query + q.question], model=args.embedding_model)[0]),
                             dtype=np.float32)
-            em_new = with_units(em_all, qvec, matrix, owners, 200)
+            lists = [("base", em_all[:200])] + [(f"units-{d:g}", with_units(em_all, qvec, matrix, owners, 200, d))
+                                                for d in discounts]
             bound = bf.question_bound(conn, q.question)
             row: dict[str, Any] = {"id": q.id, "half": br.half(q.id), "para": q.id.startswith("para-")}
             ranks = []
-            for v, em in (("base", em_all[:200]), ("units", em_new)):
+            for v, em in lists:
                 order = bf.fused(product, bm, em, bound)
                 ranks.append(next((c.rank for c in order if c.chunk_id in wanted), None))
                 ranks.append(next((i for i, c in enumerate(em, 1) if c.chunk_id in wanted), None))
                 for budget, cell in devset_cli.packed_cells(order, wanted, q.expect, budgets).items():
                     row[(v, budget)] = cell
-            row["rank"] = ranks[0]
+            row["rank"] = ranks[0]  # the base's pool rank: what report() counts as "not in pool"
             row["ranks"] = ranks
             rows.append(row)
             print(".", end="", flush=True)
         print()
-        devset_cli.report(rows, ["base", "units"], budgets)
-        print("\nhalf id  pool rank base / units, embedding rank base / units (where either moved into 50)")
+        names = ["base", *(f"units-{d:g}" for d in discounts)]
+        devset_cli.report(rows, names, budgets)
+        for i, v in enumerate(names):
+            print(f"{v}: answer in the pool, tune / check: " + " / ".join(
+                f"{sum(1 for r in rows if r['half'] == h and r['ranks'][2 * i] is not None)}/"
+                f"{sum(1 for r in rows if r['half'] == h)}" for h in ("tune", "check")))
+        print("\nhalf id  (pool rank, embedding rank) for " + " / ".join(names) + " (where the pool rank moves, within 50)")
         for r in rows:
-            pb, eb, pu, eu = r["ranks"]
-            if (pb or 999) != (pu or 999) and min(pb or 999, pu or 999) <= 50:
-                print(r["half"], r["id"], f"pool {pb} -> {pu}, emb {eb} -> {eu}")
+            pools = r["ranks"][0::2]
+            if len(set(pools)) > 1 and min(p or 999 for p in pools) <= 50:
+                print(r["half"], r["id"], " / ".join(f"{p},{e}" for p, e in zip(pools, r["ranks"][1::2])))
     return 0
 
 
