@@ -9,7 +9,7 @@ union of their top 50s is ordered by each fusion below, then packed as the produ
 instead (round 8: a fusion that gains paraphrases can lose these, which the dev sets hardly hold).
 
 Fusions: ``KIND``, ``BMKIND/EMKIND`` (bm25's scaling / the embedding's), optionally ``@W`` (bm25's weight,
-default .5). Kinds:
+default .5), optionally ``#N`` (each list's top N makes the pool and its statistics instead of 50). Kinds:
   mm      min-max over the top 50 (the product), missing 0
   mmfill  min-max, a chunk the other list ranks 51st-200th gets its scaled (negative) score, below that the 200th's
   max     score / the list's best, missing 0
@@ -89,35 +89,37 @@ def _scalers(kind: str, top: Sequence[float], deep: Sequence[float],
 def fused(variant: str, bm_deep: Sequence[Any], em_deep: Sequence[Any], bound: float) -> list[Any]:
     """The union of both lists' top 50, ordered by ``variant`` (ties by url and position, as the product);
     ``bound``: the question's highest possible bm25 score."""
+    variant, _, deeper = variant.partition("#")  # "#N": each list's top N in the pool and its scaling
+    top = int(deeper) if deeper else TOP
     kinds, _, weight = variant.partition("@")
     bm_kind, _, em_kind = kinds.partition("/")
     w = float(weight) if weight else 0.5
     lists = [(w, bm_deep, bm_kind), (1.0 - w, em_deep, em_kind or bm_kind)]
     union: dict[str, Any] = {}
     for _w, deep, _k in lists:
-        for c in deep[:TOP]:
+        for c in deep[:top]:
             union.setdefault(c.chunk_id, c)
     score = dict.fromkeys(union, 0.0)
     for lw, deep, kind in lists:
         if kind == "rrf":
-            for rank, c in enumerate(deep[:TOP], start=1):
+            for rank, c in enumerate(deep[:top], start=1):
                 score[c.chunk_id] += lw / (60 + rank)
             continue
         if not deep:
             continue
-        scale, missing = _scalers(kind, [c.score for c in deep[:TOP]], [c.score for c in deep], bound)
+        scale, missing = _scalers(kind, [c.score for c in deep[:top]], [c.score for c in deep], bound)
         own = {c.chunk_id: c.score for c in deep}
         floor = deep[-1].score
         for cid in union:
-            if cid in own and (missing is None or any(c.chunk_id == cid for c in deep[:TOP])):
+            if cid in own and (missing is None or any(c.chunk_id == cid for c in deep[:top])):
                 score[cid] += lw * scale(own[cid])
             elif missing is None:
                 score[cid] += lw * scale(floor)
             else:
                 score[cid] += lw * missing
     # Both scores onto the candidate, as the product's hybrid carries them.
-    bm_scores = {c.chunk_id: c.score for c in bm_deep[:TOP]}
-    em_scores = {c.chunk_id: c.score for c in em_deep[:TOP]}
+    bm_scores = {c.chunk_id: c.score for c in bm_deep[:top]}
+    em_scores = {c.chunk_id: c.score for c in em_deep[:top]}
     order = sorted(union.values(), key=lambda c: (-round(score[c.chunk_id], 8), c.url, c.ordinal))
     return [replace(c, score=round(score[c.chunk_id], 8), bm25_score=bm_scores.get(c.chunk_id),
                     embedding_score=em_scores.get(c.chunk_id), rank=i) for i, c in enumerate(order, start=1)]
@@ -175,6 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nbase ({product}) differs from the product's hybrid order on {differ} of {len(rows)} questions")
         renamed = [{**r, **{("base", b): r[(product, b)] for b in budgets}} for r in rows]
         devset_cli.report(renamed, ["base", *variants[1:]], budgets)
+        for v in variants:  # the report's "not in pool" is the base's; each fusion's own pool can be deeper
+            print(f"{v}: answer in the pool, tune / check: " + " / ".join(
+                f"{sum(1 for r in rows if r['half'] == h and r[('rank', v)] is not None)}/"
+                f"{sum(1 for r in rows if r['half'] == h)}" for h in ("tune", "check")))
         print("\nthe answer's pool rank under each fusion, where any fusion changes what reaches the prompt:")
         print("half id " + " ".join(variants))
         for r in rows:
