@@ -22,11 +22,10 @@ from jobs.prompt import NOT_ENOUGH_INFORMATION, Source
 __all__ = ["MIN_COVERAGE", "STOP_WORDS", "acronyms", "answer_extractively", "content_words", "coverage_confidence",
            "definition_subject", "stem"]
 
-# Question words ("what", "which", "does") are included: they say nothing about the topic. The short ones (first
-# line) matter only where short words count (jobs/question_pairs.py): content_words drops them by their length.
+# Only words longer than three letters can be keywords, so only those need listing here.
+# Question words ("what", "which", "does") are included: they say nothing about the topic.
 STOP_WORDS: frozenset[str] = frozenset(
     """
-    a an and any are can do for has how in is it its of on or per the to was who why
     about above after again against also although among another anybody anyone anything
     around because been before being below between both cannot could couldn't did didn't does
     doesn't doing done down during each either else enough even ever every from further

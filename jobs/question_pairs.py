@@ -20,8 +20,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from jobs.extractive import STOP_WORDS
-
 __all__ = ["edited", "pair_previous", "same_question", "scope_key"]
 
 # (question id, question, scope key or None); a pair (id, question) has no scope.
@@ -70,11 +68,16 @@ def pair_previous(previous: Mapping[str, Mapping[str, Any]], current: Sequence[A
     return pairs
 
 
+# Words too common in questions to show two are one question edited.
+_COMMON = frozenset("""a an and any are can could did do does for from has have how in into is it its of on or
+per should that the there this to was were what when where which who whom whose why will with would""".split())
+
+
 def _shares_a_word(before: str | None, now: str) -> bool:
-    """An edit, not another question in the slot: the two share a word that is no stop word (so 'Is there a dark
-    mode?' inserted above is not 'Which port?' edited). Short words count (TLS, gc), unlike in ``content_words``."""
+    """An edit, not another question in the slot: the two share a content word (so 'Is there a dark mode?'
+    inserted above is not 'Which port?' edited)."""
     def words(text: str | None) -> set[str]:
-        return {w for w in re.findall(r"\w+", str(text or "").casefold()) if w not in STOP_WORDS}
+        return {w for w in re.findall(r"\w+", str(text or "").casefold()) if w not in _COMMON}
     return bool(words(before) & words(now))
 
 

@@ -43,15 +43,6 @@ def test_an_id_alone_pairs_only_a_question_that_shares_a_word() -> None:
     assert pair_previous(before, [("q1", "What port does the server listen on?")]) == {"q1": "q1"}
 
 
-def test_the_words_that_show_an_edit_are_those_of_the_one_stop_list() -> None:
-    # jobs/extractive.py's STOP_WORDS decides: "please" and "explain" are in it, so sharing them is no edit.
-    before = _rows(q1="Please explain how caching works")
-    assert pair_previous(before, [("q1", "Please explain the port")]) == {"q1": None}
-    # Short words are no stop words by their length: an edited question about TLS is still the same question.
-    assert pair_previous(_rows(q1="Which TLS version?"), [("q1", "What TLS versions are supported?")]) == {"q1": "q1"}
-    assert pair_previous(_rows(q1="Is gc on?"), [("q1", "When does the gc run?")]) == {"q1": "q1"}
-
-
 def test_pairs_do_not_depend_on_the_order_the_answers_finished_in() -> None:
     # The run pairs as it stores, `webqa diff` and `webqa history` from rows in answer_id (finishing) order:
     # all three must decide alike.
