@@ -20,6 +20,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from jobs.extractive import stem
+
 __all__ = ["edited", "pair_previous", "same_question", "scope_key"]
 
 # (question id, question, scope key or None); a pair (id, question) has no scope.
@@ -68,16 +70,19 @@ def pair_previous(previous: Mapping[str, Mapping[str, Any]], current: Sequence[A
     return pairs
 
 
-# Words too common in questions to show two are one question edited.
+# Words too common in questions to show two are one question edited. Not jobs/extractive.py's STOP_WORDS: that list
+# is for picking an answer's keywords and drops words an edit keeps ("used", "down", "please"), and a question
+# wrongly seen as new reports a change and fires the job's webhook.
 _COMMON = frozenset("""a an and any are can could did do does for from has have how in into is it its of on or
-per should that the there this to was were what when where which who whom whose why will with would""".split())
+per should that the there this to was were what when where which who whom whose why will with would
+s t d m ll re ve don doesn didn isn aren wasn weren won hasn haven couldn shouldn wouldn""".split())  # contractions' parts
 
 
 def _shares_a_word(before: str | None, now: str) -> bool:
-    """An edit, not another question in the slot: the two share a content word (so 'Is there a dark mode?'
-    inserted above is not 'Which port?' edited)."""
+    """An edit, not another question in the slot: the two share a content word, stemmed (so 'Is there a dark mode?'
+    inserted above is not 'Which port?' edited, and 'Which ports?' is)."""
     def words(text: str | None) -> set[str]:
-        return {w for w in re.findall(r"\w+", str(text or "").casefold()) if w not in _COMMON}
+        return {stem(w) for w in re.findall(r"\w+", str(text or "").casefold()) if w not in _COMMON}
     return bool(words(before) & words(now))
 
 

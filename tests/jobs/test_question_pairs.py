@@ -43,6 +43,21 @@ def test_an_id_alone_pairs_only_a_question_that_shares_a_word() -> None:
     assert pair_previous(before, [("q1", "What port does the server listen on?")]) == {"q1": "q1"}
 
 
+def test_an_id_alone_pairs_an_edit_that_changes_a_word_s_form() -> None:
+    # "ports" is "port" edited: a plural, a verb's form or a word the keyword list finds too common ("used",
+    # "down") still shows an edit; a cron user editing a question must not get it reported as a new one.
+    before = _rows(q1="Which port is used?", q2="How many workers?", q3="Is it down?")
+    assert pair_previous(before, [("q1", "Which ports are open?"), ("q2", "How many worker threads?"),
+                                  ("q3", "Is the site down?")]) == {"q1": "q1", "q2": "q2", "q3": "q3"}
+
+
+def test_contractions_are_no_shared_word() -> None:
+    # "What's" splits into "what" and "s": the tail of a contraction shows nothing about the topic.
+    before = _rows(q1="What's the port?")
+    assert pair_previous(before, [("q1", "What's the dark mode?")]) == {"q1": None}
+    assert pair_previous(_rows(q1="Don't retries stop?"), [("q1", "Don't pages load?")]) == {"q1": None}
+
+
 def test_pairs_do_not_depend_on_the_order_the_answers_finished_in() -> None:
     # The run pairs as it stores, `webqa diff` and `webqa history` from rows in answer_id (finishing) order:
     # all three must decide alike.
