@@ -72,10 +72,10 @@ def pair_previous(previous: Mapping[str, Mapping[str, Any]], current: Sequence[A
 
 # Words too common in questions to show two are one question edited. Not jobs/extractive.py's STOP_WORDS: that list
 # is for picking an answer's keywords and drops words an edit keeps ("used", "down", "please"), and a question
-# wrongly seen as new reports a change and fires the job's webhook.
+# wrongly seen as new reports a change and fires the job's webhook. The last line: the parts of contractions.
 _COMMON = frozenset("""a an and any are can could did do does for from has have how in into is it its of on or
 per should that the there this to was were what when where which who whom whose why will with would
-s t d m ll re ve don doesn didn isn aren wasn weren won hasn haven couldn shouldn wouldn""".split())  # contractions' parts
+s t d m ll re ve don doesn didn isn aren wasn weren won hasn haven couldn shouldn wouldn""".split())
 
 
 def _shares_a_word(before: str | None, now: str) -> bool:
