@@ -12,7 +12,7 @@ import urllib.parse
 from typing import Any
 
 from jobs.errors import ConfigError
-from pipelines.redact import redact_url, url_credentials
+from pipelines.redact import redact_unparsed, url_credentials
 
 DEFAULT_PORT = 11434  # `ollama serve`'s
 DEFAULT_HOST = f"http://localhost:{DEFAULT_PORT}"
@@ -50,13 +50,14 @@ def normalize_host(host: str) -> str:
     elif scheme in ("http", "https"):
         port = 80 if scheme == "http" else 443
     else:
-        raise ConfigError(f"Ollama host {redact_url(host)!r} must be an http:// or https:// URL, or host:port")
+        raise ConfigError(f"Ollama host {redact_unparsed(host)!r} must be an http:// or https:// URL, or host:port")
     try:
         split = urllib.parse.urlsplit(f"{scheme}://{rest}")
         hostname = split.hostname or "127.0.0.1"  # ":11434" means the local machine, as in Ollama
         port = split.port or port
     except ValueError as exc:
-        raise ConfigError(f"Ollama host {redact_url(host)!r} is not a valid URL: {exc}") from exc
+        reason = _parse_error(host, exc)
+        raise ConfigError(f"Ollama host {redact_unparsed(host)!r} is not a valid URL: {reason}") from exc
     if ":" in hostname:  # urlsplit drops the brackets of an IPv6 literal
         hostname = f"[{hostname}]"
     path = split.path.strip("/")
@@ -79,8 +80,16 @@ def check_env_host() -> None:
     try:
         urllib.parse.urlsplit(f"{scheme}://{rest}" if sep else f"http://{raw}").port
     except ValueError as exc:
-        raise ConfigError(f"OLLAMA_HOST {redact_url(raw)!r} is not a valid URL ({exc}): "
+        raise ConfigError(f"OLLAMA_HOST {redact_unparsed(raw)!r} is not a valid URL ({_parse_error(raw, exc)}): "
                           "set it to host:port or an http:// URL, or unset it") from None
+
+
+def _parse_error(value: str, exc: ValueError) -> str:
+    """urlsplit's complaint, unless the value has a login: then it may quote the password (a '#' in it ends the
+    authority early, and the rest is read as the port), so the likely cause is said instead."""
+    if "@" not in value:
+        return str(exc)
+    return "a '#', '/', '?' or '@' in its user:password must be percent-encoded (%23, %2F, %3F, %40)"
 
 
 def default_host() -> str:

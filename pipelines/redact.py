@@ -17,19 +17,31 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["REDACTED", "inert", "redact_text", "redact_url", "url_credentials"]
+__all__ = ["REDACTED", "inert", "redact_text", "redact_unparsed", "redact_url", "url_credentials"]
 
 REDACTED = "***"
 
-# scheme://userinfo@ anywhere in a text; userinfo stops at the first "/", "?", "#", "@" or space. Or, without
+# scheme://userinfo@ anywhere in a text; userinfo runs to the last "@" before the first "/", "?", "#" or space, as
+# urlsplit reads an authority (so an unencoded "@" in a password is hidden whole). Or, without
 # a scheme, user:password@ where a URL's authority was quoted alone ("invalid hostname: user:pw@host").
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)([^\s/?#@\"'<>]*)@"
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)([^\s/?#\"'<>]*)@"
                        r"|(?<![\w.:/@-])()([^\s/?#@:\"'<>]+:[^\s/?#@\"'<>]+)@(?=[\w\[])")
 
 
 def redact_url(url: str) -> str:
     """``url`` with its userinfo (user and password) replaced by ``***``; other URLs unchanged."""
     return _USERINFO.sub(_hide, url)
+
+
+def redact_unparsed(value: str) -> str:
+    """A value that failed to parse as a URL, for its error message: everything before its last "@" hidden, since a
+    password with an unencoded "#", "/" or "?" is where the parse failed and redact_url's reading would show it."""
+    scheme, sep, body = value.partition("://")
+    if not sep:
+        scheme, body = "", value
+    if "@" not in body:
+        return redact_url(value)
+    return f"{scheme}{sep}{REDACTED}@{body.rpartition('@')[2]}"
 
 
 def url_credentials(url: str) -> tuple[str, str] | None:

@@ -407,7 +407,9 @@ def test_an_ftp_ollama_host_is_stored_and_listed_without_its_password(tmp_path: 
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("host", ["u:PASSWORD1@gpu1:99999", "u:PASSWORD1@[::1", "http://u:PASSWORD1@gpu1:99999"])
+@pytest.mark.parametrize("host", ["u:PASSWORD1@gpu1:99999", "u:PASSWORD1@[::1", "http://u:PASSWORD1@gpu1:99999",
+                                  # unencoded "#" and "@" in a password: where the parse fails, and what it shows
+                                  "http://u:PASSWORD1#x@gpu1:11434", "http://u:p@PASSWORD1@gpu1:99999"])
 @pytest.mark.parametrize("command", ["run", "ask"])
 def test_an_ollama_host_the_client_cannot_parse_is_one_error_line(tmp_path: Path, db: Path, host: str,
                                                                   command: str) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipelines.redact import inert, redact_text, redact_url, url_credentials
+from pipelines.redact import inert, redact_text, redact_unparsed, redact_url, url_credentials
 from tests.support.site_server import SiteServer
 from tests.support.crawling import REPO
 from tests.support.redis import REDIS_SERVER, free_port, stop_server, wait_for
@@ -49,6 +49,12 @@ def test_redact_helpers() -> None:
         == "cannot reach http://***@proxy:3128 and rediss://***@h/1 or https://example.org/a@b"
     assert redact_text(f"invalid hostname: user:{PASSWORD}@127.0.0.1; mail me@example.org at 10:30") \
         == "invalid hostname: ***@127.0.0.1; mail me@example.org at 10:30"
+    # An unencoded "@" in a password: the authority ends at the last "@", as urlsplit reads it.
+    assert redact_url(f"http://user:p@{PASSWORD}@[::1]:11434/x@y") == "http://***@[::1]:11434/x@y"
+    # A value that did not parse (an unencoded "#" in the password): all before its last "@" hidden.
+    assert redact_unparsed(f"http://user:{PASSWORD}#x@gpu1:11434") == "http://***@gpu1:11434"
+    assert redact_unparsed(f"user:{PASSWORD}/x@gpu1") == "***@gpu1"
+    assert redact_unparsed("http://gpu1:port") == "http://gpu1:port"
     assert inert("ok\x1b]0;pwned\x07\x1b[2J\u202etxt\nnext") == "ok\\x1b]0;pwned\\x07\\x1b[2J\\u202etxt\nnext"
 
 
