@@ -188,27 +188,6 @@ class LlmReranked:
         return getattr(self.base, name)
 
 
-class _Gated:
-    """The stage only where bm25's best candidate holds less than ``share`` of the question (its score over the
-    question's ceiling, bench_fusion.question_bound): a paraphrase, not an exact term (round 9)."""
-
-    def __init__(self, stage: Any, conn: Any, share: float) -> None:
-        self.stage, self.conn, self.share = stage, conn, share
-        self.applied = 0
-
-    def apply(self, question: str, candidates: Any, **kw: Any) -> Any:
-        from types import SimpleNamespace
-
-        from bench_fusion import question_bound
-
-        best = max((c.bm25_score for c in candidates if c.bm25_score is not None), default=0.0)
-        bound = question_bound(self.conn, question)
-        if bound > 0 and best / bound >= self.share:
-            return list(candidates), SimpleNamespace(status="skipped")
-        self.applied += 1
-        return self.stage.apply(question, candidates, **kw)
-
-
 class _Timed:
     """The stage, with each question's seconds and failures recorded."""
 
@@ -302,10 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 settings = StageSettings(candidates=args.candidates, embedding_model=spec["embedding_model"],
                                          weight=spec["weight"], passage_words=spec["passage_words"],
                                          lexical_weight=spec["lexical_weight"], whole_top=spec["whole_top"],
-                                         union=spec["union"])
+                                         union=spec["union"], keyword_gate=parsed[name].get("gate"))
                 stage = SecondStage(base, settings, embedder=e5 if spec["embedding_model"] else None)
-                if parsed[name].get("gate") is not None:
-                    stage = _Gated(stage, store.conn, parsed[name]["gate"])
             rows = run_variant(chosen, store, devset.questions, stage, budgets)
             if isinstance(chosen, HydeSelector):
                 rows["model_seconds"] = _seconds(chosen.seconds) | {"failed": chosen.failed, "model": args.chat_model}

@@ -202,6 +202,12 @@ class SecondStageConfig(StrictModel):
         defaults.SECOND_STAGE_WEIGHT, ge=0, le=1, description="The share of the window score in the new order (the rest is the first "
         "selection's score; both scaled within the candidates); 0 keeps the order.",
     )
+    keyword_gate: float | None = Field(
+        None, gt=0, le=1, description="Score only questions whose best keyword (bm25) match holds less than this "
+        "share of the most the question's words can score, e.g. 0.3: a question naming an exact term (an option, "
+        "a function) keeps the first selection's order, which window scores would move its exact hits down from; "
+        "null: every question.",
+    )
 
 
 class PassagesConfig(StrictModel):

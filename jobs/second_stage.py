@@ -37,7 +37,7 @@ from jobs.passages import best_passage, lexical_scores, units, window_text, wind
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for, vector_space
 from jobs.rerank import RerankTrail
 from jobs.select import Candidate, Embedder, Selector, _min_max, question_keywords
-from pipelines import defaults, search_index, vectors
+from pipelines import defaults, languages, search_index, vectors
 from pipelines.vectors import embed_text, text_key
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,10 @@ class StageSettings:
     # scores) instead of the fused order's top ``candidates``: a paraphrase the embedding ranks well can sit
     # far down the fused order.
     union: bool = False
+    # Score only questions whose best keyword (bm25) match holds less than this share of the most the question's
+    # words can score: an exact-term question keeps the first stage's order, which the window cosines would
+    # move its exact hits down from (BENCHMARKS.md, round 9); None: every question.
+    keyword_gate: float | None = None
 
 
 def stage_pool(candidates: Sequence[Candidate], n: int, union: bool) -> tuple[list[Candidate], list[Candidate]]:
@@ -133,6 +137,13 @@ class SecondStage:
         before = [c.chunk_id for c in top]
         trail = RerankTrail("unchanged", before, before, model=self.model)
         started = time.monotonic()
+        gate = s.keyword_gate
+        share = self._keyword_share(question, candidates) if gate is not None and top else None
+        if share is not None and gate is not None and share >= gate:
+            trail.status, trail.seconds = "skipped", time.monotonic() - started
+            trail.error = (f"the best keyword match holds {share:.2f} of the question (keyword_gate {gate:g}): "
+                           "first-stage order kept")
+            return list(candidates), trail
         scores = None
         usable = self.model and self.embedder is not None and (embeddings or s.embedding_model)
         if not top:
@@ -168,6 +179,21 @@ class SecondStage:
             trail.status = "reranked"
         trail.seconds = time.monotonic() - started
         return [replace(c, rank=i) for i, c in enumerate(ordered, start=1)], trail
+
+    def _keyword_share(self, question: str, candidates: Sequence[Candidate]) -> float | None:
+        """The best bm25 score among the candidates over the most any chunk could score for the question (each of
+        its indexed terms adds at most idf × (k1 + 1)); None without a keyword index."""
+        best = max((c.bm25_score for c in candidates if c.bm25_score is not None), default=0.0)
+        conn = self.selector.conn
+        try:
+            stats = conn.execute("SELECT lang FROM bm25_stats WHERE docs > 0 ORDER BY 1").fetchall()
+            langs = [lang for (lang,) in stats]
+            terms = conn.execute(search_index.BM25_TERMS_SQL,
+                                 {"q": question, "lang": languages.question_stemmer(question, langs)}).fetchall()
+        except duckdb.Error:
+            return None
+        ceiling = sum(idf for _, idf, _ in terms) * (self.selector.bm25_params.k1 + 1)
+        return best / ceiling if ceiling > 0 else 0.0
 
     def _stem_weights(self, question: str) -> tuple[list[str], list[float] | None]:
         """The question's stems and their idf in the store (rare terms weigh more); None: equal weights."""
@@ -224,7 +250,7 @@ def selection_stages(selection: Any) -> dict[str, Any]:
     stage = None
     if second is not None:
         stage = StageSettings(max(second.candidates, passages.candidates if passages is not None else 0),
-                              second.embedding_model, second.weight, words)
+                              second.embedding_model, second.weight, words, keyword_gate=second.keyword_gate)
     elif passages is not None:
         stage = StageSettings(passages.candidates, None, 0.0, words)
     chat = (RerankSettings(candidates=rerank.candidates, excerpt_chars=rerank.excerpt_chars, timeout_s=rerank.timeout)
