@@ -37,7 +37,7 @@ from jobs.passages import best_passage, lexical_scores, units, window_text, wind
 from jobs.prefixes import EmbeddingPrefixes, prefixes_for, vector_space
 from jobs.rerank import RerankTrail
 from jobs.select import Candidate, Embedder, Selector, _min_max, question_keywords
-from pipelines import defaults, languages, search_index, vectors
+from pipelines import defaults, search_index, vectors
 from pipelines.vectors import embed_text, text_key
 
 log = logging.getLogger(__name__)
@@ -139,15 +139,14 @@ class SecondStage:
         started = time.monotonic()
         gate = s.keyword_gate
         share = self._keyword_share(question, candidates) if gate is not None and top else None
-        if share is not None and gate is not None and share >= gate:
-            trail.status, trail.seconds = "skipped", time.monotonic() - started
-            trail.error = (f"the best keyword match holds {share:.2f} of the question (keyword_gate {gate:g}): "
-                           "first-stage order kept")
-            return list(candidates), trail
         scores = None
         usable = self.model and self.embedder is not None and (embeddings or s.embedding_model)
         if not top:
             trail.status, trail.error = "skipped", "no candidates"
+        elif share is not None and gate is not None and share >= gate:
+            # Passages (if asked) are still cut, by the question's words, as when no embedding is usable.
+            trail.status, trail.error = "skipped", (f"the best keyword match holds {share:.3f} of the question "
+                                                    f"(keyword_gate {gate:g}): first-stage order kept")
         elif not usable:
             trail.status, trail.error = "skipped", "no embedding for this selection: windows scored by the question's words"
         elif self.error:
@@ -181,18 +180,14 @@ class SecondStage:
         return [replace(c, rank=i) for i, c in enumerate(ordered, start=1)], trail
 
     def _keyword_share(self, question: str, candidates: Sequence[Candidate]) -> float | None:
-        """The best bm25 score among the candidates over the most any chunk could score for the question (each of
-        its indexed terms adds at most idf × (k1 + 1)); None without a keyword index."""
+        """The best bm25 score among the candidates over the question's ceiling (search_index.question_ceiling);
+        None without a keyword index. The scores are bm25's own: RM3 expansion, which fuses them, is not a job
+        setting. Under embedding selection no candidate has one: 0, the stage runs."""
         best = max((c.bm25_score for c in candidates if c.bm25_score is not None), default=0.0)
-        conn = self.selector.conn
         try:
-            stats = conn.execute("SELECT lang FROM bm25_stats WHERE docs > 0 ORDER BY 1").fetchall()
-            langs = [lang for (lang,) in stats]
-            terms = conn.execute(search_index.BM25_TERMS_SQL,
-                                 {"q": question, "lang": languages.question_stemmer(question, langs)}).fetchall()
+            ceiling = search_index.question_ceiling(self.selector.conn, question, self.selector.bm25_params.k1)
         except duckdb.Error:
             return None
-        ceiling = sum(idf for _, idf, _ in terms) * (self.selector.bm25_params.k1 + 1)
         return best / ceiling if ceiling > 0 else 0.0
 
     def _stem_weights(self, question: str) -> tuple[list[str], list[float] | None]:

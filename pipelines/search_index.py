@@ -530,6 +530,14 @@ PRUNE_MIN_SCOPE = 0.2
 # others; when that bound is below the pool-th best score of the docs holding an essential term, no other doc
 # enters the pool or ties with it, and BM25_PRUNED_SQL returns BM25_SQL's rows. The margin covers rounding
 # (each term's part is rounded to 1e-18 before the exact sum, the score returned as DOUBLE).
+def question_ceiling(conn: duckdb.DuckDBPyConnection, question: str, k1: float) -> float:
+    """The most bm25 score a chunk could have for ``question``: each of its indexed terms, stemmed as bm25_rank
+    stems it, adds at most idf × (k1 + 1) (below); 0 when none is indexed."""
+    stats = conn.execute("SELECT lang FROM bm25_stats WHERE docs > 0 ORDER BY 1").fetchall()
+    lang = languages.question_stemmer(question, [name for (name,) in stats])
+    return sum(idf for _, idf, _ in conn.execute(BM25_TERMS_SQL, {"q": question, "lang": lang}).fetchall()) * (k1 + 1)
+
+
 def _bound(terms: Sequence[tuple[Any, ...]], k1: float) -> float:
     return sum(idf for _, idf, _ in terms) * (k1 + 1) * (1 + 1e-9) + 1e-12
 
