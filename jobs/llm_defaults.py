@@ -86,9 +86,16 @@ def check_env_host() -> None:
 
 def _parse_error(value: str, exc: ValueError) -> str:
     """urlsplit's complaint, unless the value has a login: then it may quote the password (a '#' in it ends the
-    authority early, and the rest is read as the port), so the likely cause is said instead."""
+    authority early, and the rest is read as the port), so the value is parsed again without its login: its error
+    if it still fails (a bad port), else the likely cause."""
     if "@" not in value:
         return str(exc)
+    scheme, sep, rest = value.partition("://")
+    bare = f"{scheme}://{rest.rpartition('@')[2]}" if sep else f"http://{value.rpartition('@')[2]}"
+    try:
+        urllib.parse.urlsplit(bare).port
+    except ValueError as without_login:
+        return str(without_login)
     return "a '#', '/', '?' or '@' in its user:password must be percent-encoded (%23, %2F, %3F, %40)"
 
 

@@ -424,6 +424,21 @@ def test_an_ollama_host_the_client_cannot_parse_is_one_error_line(tmp_path: Path
     assert "PASSWORD1" not in done.stderr + done.stdout
 
 
+@pytest.mark.parametrize(("host", "reason"), [("u:PASSWORD1@gpu1:99999", "Port out of range"),
+                                            ("http://u:PASSWORD1@[::1", "Invalid IPv6 URL"),
+                                            ("http://u:PASSWORD1#x@gpu1:11434", "must be percent-encoded")])
+def test_an_unparsable_host_with_a_login_names_its_real_fault(monkeypatch: pytest.MonkeyPatch, host: str,
+                                                              reason: str) -> None:
+    # The login is hidden, and the reason is the host's own fault (a port, a bracket) unless the login is the fault.
+    from jobs.errors import ConfigError
+    from jobs.llm_defaults import check_env_host
+
+    monkeypatch.setenv("OLLAMA_HOST", host)
+    with pytest.raises(ConfigError) as raised:
+        check_env_host()
+    assert reason in str(raised.value) and "PASSWORD1" not in str(raised.value), raised.value
+
+
 @pytest.mark.e2e
 def test_an_ollama_host_with_blanks_around_it_is_read_without_them(tmp_path: Path, db: Path,
                                                                    fake_ollama: FakeOllama) -> None:
