@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["REDACTED", "inert", "redact_text", "redact_unparsed", "redact_url", "url_credentials"]
+__all__ = ["REDACTED", "inert", "redact_text", "redact_unparsed", "redact_url", "split_login", "url_credentials"]
 
 REDACTED = "***"
 
@@ -36,12 +36,21 @@ def redact_url(url: str) -> str:
 def redact_unparsed(value: str) -> str:
     """A value that failed to parse as a URL, for its error message: everything before its last "@" hidden, since a
     password with an unencoded "#", "/" or "?" is where the parse failed and redact_url's reading would show it."""
+    split = split_login(value)
+    if split is None:
+        return redact_url(value)
+    return f"{split[0]}{REDACTED}@{split[1]}"
+
+
+def split_login(value: str) -> tuple[str, str] | None:
+    """(``scheme://`` or "", what follows the last "@") of a URL-like value with a login, read without parsing it
+    (the login may hold what breaks a parser); None without an "@"."""
     scheme, sep, body = value.partition("://")
     if not sep:
         scheme, body = "", value
     if "@" not in body:
-        return redact_url(value)
-    return f"{scheme}{sep}{REDACTED}@{body.rpartition('@')[2]}"
+        return None
+    return f"{scheme}{sep}", body.rpartition("@")[2]
 
 
 def url_credentials(url: str) -> tuple[str, str] | None:

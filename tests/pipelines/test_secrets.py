@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipelines.redact import inert, redact_text, redact_unparsed, redact_url, url_credentials
+from pipelines.redact import inert, redact_text, redact_unparsed, redact_url, split_login, url_credentials
 from tests.support.site_server import SiteServer
 from tests.support.crawling import REPO
 from tests.support.redis import REDIS_SERVER, free_port, stop_server, wait_for
@@ -55,6 +55,10 @@ def test_redact_helpers() -> None:
     assert redact_unparsed(f"http://user:{PASSWORD}#x@gpu1:11434") == "http://***@gpu1:11434"
     assert redact_unparsed(f"user:{PASSWORD}/x@gpu1") == "***@gpu1"
     assert redact_unparsed("http://gpu1:port") == "http://gpu1:port"
+    # The one reading of a login both the message and the Ollama host's parse error use.
+    assert split_login(f"http://u:{PASSWORD}#x@y@gpu1:99999") == ("http://", "gpu1:99999")
+    assert split_login(f"u:{PASSWORD}@gpu1") == ("", "gpu1")
+    assert split_login("http://gpu1:11434") is None
     assert inert("ok\x1b]0;pwned\x07\x1b[2J\u202etxt\nnext") == "ok\\x1b]0;pwned\\x07\\x1b[2J\\u202etxt\nnext"
 
 
