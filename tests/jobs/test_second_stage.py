@@ -112,6 +112,20 @@ def test_keyword_gate_keeps_the_first_order_for_a_question_its_keywords_match(tm
     assert any("sent as a passage" in r for r in reasons), reasons
 
 
+def test_keyword_gate_under_embedding_selection_lets_every_question_through(tmp_path: Path, db: Path,
+                                                                          llm: FakeOllama) -> None:
+    # Embedding selection ranks no candidate by its keywords: no keyword match holds any of the question, so the
+    # gate cannot skip the stage (the question its words match best, "port", included).
+    llm.models.add(SECOND)
+    job = _job(tmp_path, f"  second_stage: {{embedding_model: {SECOND}, weight: 1, keyword_gate: 0.01}}\n",
+               ["port"], method="embedding")
+    done = run_job(tmp_path, job, db, host=llm.url)
+    assert done.returncode == 0, done.stderr
+    stored = rows(db, "SELECT * FROM reranks ORDER BY answer_id DESC")[0]
+    assert stored["status"] in ("reranked", "unchanged") and stored["error"] is None, stored
+    assert sum(len(r.body["input"]) for r in llm.requests_to("/api/embed") if r.body.get("model") == SECOND) > 1
+
+
 def test_a_missing_second_model_is_one_notice_keeps_the_first_order_and_exits_1(tmp_path: Path, db: Path,
                                                                                llm: FakeOllama) -> None:
     job = _job(tmp_path, f"  second_stage: {{embedding_model: {SECOND}}}\n", ["port", "steps"])
