@@ -185,6 +185,7 @@ class SecondStage:
         setting. Under embedding selection no candidate has one: 0, the stage runs."""
         best = max((c.bm25_score for c in candidates if c.bm25_score is not None), default=0.0)
         try:
+            self.selector.load_keywords()
             ceiling = search_index.question_ceiling(self.selector.conn, question, self.selector.bm25_params.k1)
         except duckdb.Error:
             return None
@@ -195,6 +196,7 @@ class SecondStage:
         words = question_keywords(question)
         stems = list(dict.fromkeys(stem(w) for w in words))
         try:
+            self.selector.load_keywords()
             idf = search_index.idf(self.selector.conn, words)
         except duckdb.Error:
             return stems, None

@@ -225,6 +225,12 @@ class Selector:
 
     # -- public ---------------------------------------------------------------------------------
 
+    def load_keywords(self) -> None:
+        """Make the keyword index's SQL usable (its stemmer, from the fts extension), for bm25 and for callers
+        that read the index themselves (the second stage's idf and keyword_gate) under any method."""
+        if self._ensure_fts is not None:
+            self._ensure_fts()
+
     def select(self, question: str, method: str, *, urls: Sequence[str] | None = None) -> Selection:
         if method not in METHODS:
             raise WebqaError(f"unknown selection method {method!r}; use one of {', '.join(METHODS)}")
@@ -319,8 +325,7 @@ class Selector:
         return [w for _score, w in ranked[:count]]
 
     def _bm25(self, question: str, scope: list[str] | None) -> list[Candidate]:
-        if self._ensure_fts is not None:
-            self._ensure_fts()
+        self.load_keywords()
         if not _fts_terms(question):
             return []
         try:

@@ -59,6 +59,7 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
         raise StoreError(f"{path}: not a usable DuckDB database: {exc}") from None
     conn.execute(schema.DISABLED_COMPRESSION)
     conn.execute(schema.NO_PROGRESS_BAR)
+    conn.execute(schema.NO_EXTENSION_DOWNLOADS)
     return conn
 
 

@@ -19,6 +19,7 @@ from jobs.errors import DatabaseLockedError, ExitCode, StoreError
 from pipelines import schema, search_index
 from pipelines.chunk import HEADING_SEPARATOR, Chunk
 from pipelines.defaults import INDEX_BUILD_MEMORY_LIMIT
+from pipelines.duckdb_connect import connect
 from pipelines.store import PageRecord, Store, utcnow
 from pipelines.store_pipeline import StorePipeline
 from pipelines.vectors import embed_key
@@ -101,6 +102,19 @@ def test_open_creates_schema_once(tmp_path: Path) -> None:
 
 def indexed(store: Store) -> list[str]:
     return [c for (c,) in store.conn.execute("SELECT chunk_id FROM selection_docs ORDER BY chunk_id").fetchall()]
+
+
+def test_a_query_needing_an_unloaded_extension_fails_without_a_download(tmp_path: Path) -> None:
+    # The fts extension's stem() before webqa loaded it (from its pinned package): DuckDB would otherwise try
+    # extensions.duckdb.org, a network call without webqa's timeouts.
+    conn = connect(tmp_path / "x.duckdb")
+    conn.execute(f"SET extension_directory = '{tmp_path / 'extensions'}'")  # none installed by hand either
+    with pytest.raises(duckdb.Error) as failed:
+        conn.execute("SELECT stem('running', 'porter')").fetchall()
+    assert "download" not in str(failed.value).lower() and "http" not in str(failed.value), failed.value
+    search_index.load_fts(conn)
+    assert conn.execute("SELECT stem('running', 'porter')").fetchone() == ("run",)
+    conn.close()
 
 
 def test_new_page_stores_row_html_and_chunks(store: Store) -> None:
