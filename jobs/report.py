@@ -176,7 +176,9 @@ def _answer_section(obj: dict[str, Any]) -> list[str]:
         return [*lines, f"**Failed:** {md_text(obj['error'], one_line=True)}{host}{where}", ""]
     if obj.get("answer") is None:
         return [*lines, "_No answer (dry run)._", ""]
-    lines += _quoted(md_text(str(obj["answer"]).strip()))  # the model's words, led by the pages: text, never markup
+    answer = str(obj["answer"]).strip()
+    # The model's words, led by the pages: text, never markup. An empty reply is said, as `webqa history` says it.
+    lines += _quoted(md_text(answer)) if answer else ["_(empty answer)_"]
     lines.append("")
     if obj.get("type") not in (None, "text") and obj.get("answered"):
         problem = f" (not trusted: {md_text(obj['value_problem'], one_line=True)})" if obj.get("value_problem") else ""

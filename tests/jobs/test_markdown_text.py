@@ -154,3 +154,12 @@ def test_a_quote_a_reason_or_an_error_cannot_start_a_line_of_the_report() -> Non
         "Confidence: low · grounded: no · answerer: llm · attempt 1 · answer id 7", "Sources:"], outside
     assert [line for line in report.splitlines() if line.startswith(("Confidence:", "Sources:"))] == [
         "Confidence: **low** · grounded: **no** · answerer: llm · attempt 1 · answer id 7", "Sources:"], report
+
+
+def test_an_empty_answer_is_said_not_an_empty_quote() -> None:
+    # A reply of blanks: the report says so (as `webqa history` does) instead of rendering an empty blockquote.
+    result = {"question_id": "q1", "question": "Which port?", "answer": " \n ", "confidence": "low",
+              "grounded": False, "answerer": "llm", "attempt": 1, "answer_id": 7}
+    lines = markdown_report("run", [], [result]).splitlines()
+    start = lines.index("## q1: Which port?")
+    assert lines[start + 2] == "_(empty answer)_" and not [line for line in lines if line.startswith(">")], lines
