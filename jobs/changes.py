@@ -44,6 +44,8 @@ REPORTABLE_REWORDED = (*REPORTABLE, REWORDED)
 # How each kind reads in reports and summary lines.
 LABELS = {UNCHANGED: "same", EVIDENCE_MOVED: "same (evidence moved)", REWORDED: "reworded", CHANGED: "changed",
           NEW: "new", NO_LONGER_ANSWERED: "no longer answered"}
+# An answer of blanks, as every report and `webqa history` shows it (rather than nothing after its label).
+EMPTY_ANSWER = "(empty answer)"
 
 ANSWERED, NOT_ENOUGH_INFORMATION, FAILED = "answered", "not_enough_information", "failed"
 # "[1]", "[2, 3]", "[1][2]": the prompt's source numbers, which follow the selection's order, not the answer.

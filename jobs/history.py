@@ -17,8 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from jobs.changes import (CHANGE_KINDS, CHANGED, EVIDENCE_MOVED, LABELS, NEW, NO_LONGER_ANSWERED, REPORTABLE,
-                          REPORTABLE_REWORDED, REWORDED, UNCHANGED, Evidence, classify, evidence_of)
+from jobs.changes import (CHANGE_KINDS, CHANGED, EMPTY_ANSWER, EVIDENCE_MOVED, LABELS, NEW, NO_LONGER_ANSWERED,
+                          REPORTABLE, REPORTABLE_REWORDED, REWORDED, UNCHANGED, Evidence, classify, evidence_of)
 from jobs.errors import ConfigError, StoreError
 from jobs.markdown_text import md_text, md_url
 from jobs.question_pairs import edited, pair_previous
@@ -336,7 +336,7 @@ def _answer_text(row: dict[str, Any] | None) -> str:
         return "(not asked)"
     if row.get("error"):
         return f"failed: {md_text(_one_line(row['error'], 200))}"
-    return md_text(_one_line(row.get("answer"))) or "(empty answer)"
+    return md_text(_one_line(row.get("answer"))) or EMPTY_ANSWER
 
 
 def _quotes(row: dict[str, Any] | None) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from jobs.answer import Attempt, Outcome, candidate_dict, citation_records, selection_rows
 from pipelines.redact import inert
-from jobs.changes import LABELS
+from jobs.changes import EMPTY_ANSWER, LABELS
 from jobs.markdown_text import md_text, md_url
 from jobs.typed import AnswerType, value_text
 from pipelines.formats import page_link
@@ -178,7 +178,7 @@ def _answer_section(obj: dict[str, Any]) -> list[str]:
         return [*lines, "_No answer (dry run)._", ""]
     answer = str(obj["answer"]).strip()
     # The model's words, led by the pages: text, never markup. An empty reply is said, as `webqa history` says it.
-    lines += _quoted(md_text(answer)) if answer else ["_(empty answer)_"]
+    lines += _quoted(md_text(answer)) if answer else [f"_{EMPTY_ANSWER}_"]
     lines.append("")
     if obj.get("type") not in (None, "text") and obj.get("answered"):
         problem = f" (not trusted: {md_text(obj['value_problem'], one_line=True)})" if obj.get("value_problem") else ""

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO
 from urllib.parse import quote, urlsplit
 
-from jobs.changes import LABELS, REPORTABLE, REWORDED
+from jobs.changes import EMPTY_ANSWER, LABELS, REPORTABLE, REWORDED
 from jobs.history import AnswerChange, RunDiff
 from jobs.typed import value_text
 from pipelines.redact import inert
@@ -101,7 +101,7 @@ def _before(change: AnswerChange | None) -> str:
     except (TypeError, ValueError):
         value = None
     said = f"value {value_text(value)} · " if value is not None else ""
-    text = "failed" if row.get("error") else " ".join(str(row.get("answer") or "").split())
+    text = "failed" if row.get("error") else " ".join(str(row.get("answer") or "").split()) or EMPTY_ANSWER
     return f'<p class="meta">Before (run {_e(row.get("run_id"))}): {_e(said)}{_e(text)}</p>'
 
 
@@ -122,7 +122,8 @@ def _question(obj: Mapping[str, Any], change: AnswerChange | None) -> list[str]:
         problem = f' <span class="bad">(not trusted: {_e(obj["value_problem"])})</span>' if obj.get("value_problem") else ""
         parts.append(f'<p class="value">{_e(obj["type"])}: {_e(shown)}{problem}</p>')
     if obj.get("answer") is not None and not obj.get("error"):
-        parts.append(f"<p>{_e(obj['answer'])}</p>")
+        answer = str(obj["answer"])
+        parts.append(f"<p>{_e(answer)}</p>" if answer.strip() else f'<p class="meta">{EMPTY_ANSWER}</p>')
     parts.append(f'<p class="meta">{_verdict(obj)}</p>')
     if obj.get("change"):
         label = LABELS.get(str(obj["change"]), str(obj["change"]))

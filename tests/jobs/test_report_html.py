@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 from urllib.parse import unquote
 
-from jobs.report_html import fragment_link, text_fragment, write_html_report
+from jobs.history import AnswerChange
+from jobs.report_html import _before, fragment_link, text_fragment, write_html_report
 
 
 def test_the_spec_syntax_characters_are_percent_encoded() -> None:
@@ -54,3 +55,13 @@ def test_a_quote_from_a_heading_into_its_paragraph_is_linked_within_blocks() -> 
     assert text_fragment("Install it with pip.\nThen run widgetctl to check it.") == \
         ":~:text=Install%20it%20with%20pip.,widgetctl%20to%20check%20it."
     assert text_fragment("Setup\nRun it") == ":~:text=Setup,Run%20it"
+
+
+def test_an_empty_answer_is_said_now_and_before() -> None:
+    # A reply of blanks reads "(empty answer)", as in report.md and `webqa history`, not an empty paragraph.
+    out = io.StringIO()
+    write_html_report(out, "job", [], [{"question_id": "q1", "question": "Which port?", "answer": " \n ",
+                                        "grounded": False, "confidence": "low", "citations": []}])
+    assert '<p class="meta">(empty answer)</p>' in out.getvalue() and "<p> \n </p>" not in out.getvalue()
+    change = AnswerChange("q1", "Which port?", "changed", {"run_id": 3, "answer": "  "}, None)
+    assert _before(change) == '<p class="meta">Before (run 3): (empty answer)</p>'
