@@ -28,6 +28,9 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)([^\s/?#\"'<>]*)@"
                        r"|(?<![\w.:/@-])()([^\s/?#@:\"'<>]+:[^\s/?#@\"'<>]+)@(?=[\w\[])")
 
 
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+
+
 def redact_url(url: str) -> str:
     """``url`` with its userinfo (user and password) replaced by ``***``; other URLs unchanged."""
     return _USERINFO.sub(_hide, url)
@@ -46,8 +49,8 @@ def split_login(value: str) -> tuple[str, str] | None:
     """(``scheme://`` or "", what follows the last "@") of a URL-like value with a login, read without parsing it
     (the login may hold what breaks a parser); None without an "@"."""
     scheme, sep, body = value.partition("://")
-    if not sep:
-        scheme, body = "", value
+    if not sep or not _SCHEME.fullmatch(scheme):  # "u:p#w@host/x://y" has no scheme: its "://" is later
+        scheme, sep, body = "", "", value
     if "@" not in body:
         return None
     return f"{scheme}{sep}", body.rpartition("@")[2]

@@ -313,8 +313,8 @@ DISABLED_COMPRESSION = "SET disabled_compression_methods = 'alp,alprd,fsst'"
 # chunks): noise in a cron mail and in `--json` output.
 NO_PROGRESS_BAR = "SET enable_progress_bar = false"
 # webqa loads its extensions from the pinned packages: a query needing one not loaded must fail at once, not fetch
-# it from extensions.duckdb.org (a download without webqa's timeouts, of a build nobody pinned).
-NO_EXTENSION_DOWNLOADS = "SET autoinstall_known_extensions = false"
+# it from extensions.duckdb.org (a download without webqa's timeouts) nor load one installed by hand (unpinned).
+NO_EXTENSION_DOWNLOADS = "SET autoinstall_known_extensions = false; SET autoload_known_extensions = false"
 
 MIGRATIONS: dict[int, list[str]] = {
     # 2: answer change detection, page snapshots per run, resumable runs. (run_pages is created by TABLES.)

@@ -8,6 +8,9 @@ import json
 import re
 from pathlib import Path
 
+from jobs.runstore import RunStore
+from jobs.second_stage import SecondStage, StageSettings
+from jobs.select import Selector
 from tests.support.fake_ollama import FakeOllama
 from tests.support.run import (  # noqa: F401 - crawled, db and llm are fixtures, used by name
     QUESTIONS, chat_prompts, crawled, db, job_yaml, llm, prompt_sources, rows, run_job, webqa, write_job)
@@ -53,7 +56,7 @@ def test_passages_are_what_is_sent_quoted_and_explained(tmp_path: Path, db: Path
 
 
 def test_a_second_embedding_model_orders_the_top_candidates_and_is_cached(tmp_path: Path, db: Path,
-                                                                          llm: FakeOllama) -> None:
+                                                                         llm: FakeOllama) -> None:
     llm.models.add(SECOND)
     job = _job(tmp_path, f"  second_stage: {{embedding_model: {SECOND}, weight: 1}}\n", ["port"])
     done = run_job(tmp_path, job, db, host=llm.url)
@@ -112,8 +115,8 @@ def test_keyword_gate_keeps_the_first_order_for_a_question_its_keywords_match(tm
     assert any("sent as a passage" in r for r in reasons), reasons
 
 
-def test_keyword_gate_under_embedding_selection_lets_every_question_through(tmp_path: Path, db: Path,
-                                                                          llm: FakeOllama) -> None:
+def test_keyword_gate_under_embedding_selection_lets_the_question_through(tmp_path: Path, db: Path,
+                                                                         llm: FakeOllama) -> None:
     # Embedding selection ranks no candidate by its keywords: no keyword match holds any of the question, so the
     # gate cannot skip the stage (the question its words match best, "port", included).
     llm.models.add(SECOND)
@@ -124,6 +127,21 @@ def test_keyword_gate_under_embedding_selection_lets_every_question_through(tmp_
     stored = rows(db, "SELECT * FROM reranks ORDER BY answer_id DESC")[0]
     assert stored["status"] in ("reranked", "unchanged") and stored["error"] is None, stored
     assert sum(len(r.body["input"]) for r in llm.requests_to("/api/embed") if r.body.get("model") == SECOND) > 1
+
+
+def test_the_stage_reads_the_keyword_index_under_any_method(db: Path) -> None:
+    # Under embedding selection nothing loaded the keyword index's stemmer before the stage read the index (its
+    # idf weights, keyword_gate's ceiling): each read failed and the stage went on with equal weights, no share.
+    store = RunStore.open(db)
+    try:
+        selector = Selector(store.conn, ensure_fts=store.load_fts)
+        stage = SecondStage(selector, StageSettings(keyword_gate=0.5))
+        question = QUESTIONS["port"][0]
+        stems, idf = stage._stem_weights(question)
+        assert idf is not None and len(idf) == len(stems) and max(idf) > 0, (stems, idf)
+        assert stage._keyword_share(question, []) == 0.0  # no candidate scored by keywords: the stage runs
+    finally:
+        store.close()
 
 
 def test_a_missing_second_model_is_one_notice_keeps_the_first_order_and_exits_1(tmp_path: Path, db: Path,

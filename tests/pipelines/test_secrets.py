@@ -59,6 +59,9 @@ def test_redact_helpers() -> None:
     assert split_login(f"http://u:{PASSWORD}#x@y@gpu1:99999") == ("http://", "gpu1:99999")
     assert split_login(f"u:{PASSWORD}@gpu1") == ("", "gpu1")
     assert split_login("http://gpu1:11434") is None
+    assert split_login(f"u:{PASSWORD}#x@gpu1/a://b") == ("", "gpu1/a://b")  # no scheme: the "://" is the path's
+    assert redact_unparsed(f"u:{PASSWORD}#x@gpu1/a://b") == "***@gpu1/a://b"
+    assert split_login("") is None and split_login("http://gpu1/a@b") == ("http://", "b")  # unparsed: all hidden
     assert inert("ok\x1b]0;pwned\x07\x1b[2J\u202etxt\nnext") == "ok\\x1b]0;pwned\\x07\\x1b[2J\\u202etxt\nnext"
 
 
