@@ -23,6 +23,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ids", required=True, help="comma-separated question ids")
     parser.add_argument("--weight", type=float, default=0.5)
     parser.add_argument("--show", type=int, default=20)
+    parser.add_argument("--window-model", default=None, choices=(None, "multilingual-e5-small"),
+                        help="score the windows by a second stand-in (the selection's model by default)")
     args = parser.parse_args(argv)
     from jobs.answer import prompt_costed
     from jobs.second_stage import SecondStage, StageSettings, _window_texts
@@ -33,7 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         devset, store, client = devset_cli.opened(stack, args)
         sel = Selector(store.conn, embedder=client, embedding_model=br.EMBEDDING_MODEL, ensure_fts=store.load_fts)
-        stage = SecondStage(sel, StageSettings(weight=args.weight, keyword_gate=None))
+        second = br.embedding_client(stack, args.window_model) if args.window_model else None
+        stage = SecondStage(sel, StageSettings(weight=args.weight, keyword_gate=None,
+                                               embedding_model=args.window_model), embedder=second)
         for q in devset.questions:
             if q.id not in ids:
                 continue
@@ -64,6 +68,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"  {c.rank:>4} {c.score:.4f} {_f(c.bm25_score):>6} {_f(c.embedding_score):>6} {c.tokens:>4} "
                       f"{len(_window_texts(c)):>4} {best[i]:.3f} {fm:.3f} {sm:.3f} {comb:.3f} {new_rank[c.chunk_id]:>4} "
                       f"{mark:>4}  {c.url.rsplit('/', 1)[-1]}#{c.ordinal} {c.heading[:50]!r}")
+            answer = next((i for i, c in enumerate(top) if c.chunk_id in wanted), None)
+            if answer is None:
+                continue
+            texts = _window_texts(top[answer])
+            print(f"  the answer's windows (rank {answer + 1}):")
+            for w, t in zip(windows[answer], texts):
+                print(f"    {w:.3f} {' '.join(t.split())[:150]!r}")
+            print("  the best window of each candidate that jumped over it:")
+            for i, c in enumerate(top):
+                if i > answer and new_rank[c.chunk_id] < new_rank[top[answer].chunk_id]:
+                    t = _window_texts(c)[windows[i].index(best[i])]
+                    print(f"    {i + 1:>3} -> {new_rank[c.chunk_id]:>3} {best[i]:.3f} {' '.join(t.split())[:150]!r}")
     return 0
 
 
