@@ -35,8 +35,9 @@ _SITEMAP = re.compile(r"^\s*sitemap\s*:\s*(?=\S)", re.IGNORECASE)
 MAX_URL_FILE_BYTES = 16 * 1024 * 1024
 # How much of a file's line an error message may quote: enough to find the line, too little to leak it.
 EXCERPT_CHARS = 40
-# scheme://[userinfo@]rest: userinfo, query and fragment are never quoted (they carry passwords and tokens).
-_URL_PARTS = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]{0,15}://)([^/?#@]*@)?([^?#]*)")
+# scheme://[userinfo@]rest: userinfo, query and fragment are never quoted (they carry passwords and tokens). The
+# userinfo runs to the last "@": a password with an unencoded "#", "/" or "?" would otherwise show up to there.
+_URL_PARTS = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]{0,15}://)(.*@)?([^?#]*)", re.S)
 # In other text the secret follows "key=", "key: " or the first field of "user:hash:…" (/etc/shadow).
 _SECRET_START = re.compile(r"=|:\s")
 # A long run mixing letters and digits without "/" or "." looks like a key, a hash or base64.

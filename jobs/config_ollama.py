@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from jobs import llm_defaults as llm
 from jobs.config_messages import did_you_mean, fail, got
 from jobs.config_types import PosFloat, PosInt, StrictModel
+from pipelines.redact import redact_unparsed
 
 # Known Ollama model options, only used to catch typos ("temprature"): an unknown option that is
 # not close to a known one is passed through, because Ollama adds options over time.
@@ -29,13 +30,17 @@ def _check_ollama_url(value: Any) -> str:
     if not isinstance(value, str):
         fail(f"expected a URL like 'http://localhost:11434', got {got(value)}")
     url = value.strip().rstrip("/")
+    # Shown without its login: a password with an unencoded "#", "/" or "?" is what breaks the parse.
+    shown = got(redact_unparsed(url))
+    if "://" not in url:
+        fail(f"expected a URL like 'http://localhost:11434', got {shown}: write http:// or https:// before the host")
     parts = urlsplit(url)
     try:
         parts.port  # noqa: B018 - raises on a port that is not a number or out of range
-    except ValueError:
-        fail(f"expected a URL like 'http://localhost:11434', got {got(value)} (bad port)")
+    except ValueError as exc:
+        fail(f"expected a URL like 'http://localhost:11434', got {shown} ({llm.url_error(url, exc)})")
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        fail(f"expected a URL like 'http://localhost:11434', got {got(value)}")
+        fail(f"expected a URL like 'http://localhost:11434', got {shown}")
     return url
 
 

@@ -56,7 +56,7 @@ def normalize_host(host: str) -> str:
         hostname = split.hostname or "127.0.0.1"  # ":11434" means the local machine, as in Ollama
         port = split.port or port
     except ValueError as exc:
-        reason = _parse_error(host, exc)
+        reason = url_error(host, exc)
         raise ConfigError(f"Ollama host {redact_unparsed(host)!r} is not a valid URL: {reason}") from exc
     if ":" in hostname:  # urlsplit drops the brackets of an IPv6 literal
         hostname = f"[{hostname}]"
@@ -80,11 +80,11 @@ def check_env_host() -> None:
     try:
         urllib.parse.urlsplit(f"{scheme}://{rest}" if sep else f"http://{raw}").port
     except ValueError as exc:
-        raise ConfigError(f"OLLAMA_HOST {redact_unparsed(raw)!r} is not a valid URL ({_parse_error(raw, exc)}): "
+        raise ConfigError(f"OLLAMA_HOST {redact_unparsed(raw)!r} is not a valid URL ({url_error(raw, exc)}): "
                           "set it to host:port or an http:// URL, or unset it") from None
 
 
-def _parse_error(value: str, exc: ValueError) -> str:
+def url_error(value: str, exc: ValueError) -> str:
     """urlsplit's complaint, unless the value has a login: then it may quote the password (a '#' in it ends the
     authority early, and the rest is read as the port), so the value is parsed again without its login: its error
     if it still fails (a bad port), else the likely cause."""

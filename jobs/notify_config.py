@@ -8,6 +8,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
+from pipelines.redact import redact_unparsed
+
 __all__ = ["NotifyConfig", "shown_webhook"]
 
 
@@ -43,11 +45,14 @@ class NotifyConfig(BaseModel):
         parts = urlsplit(value.strip())
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ValueError("expected an http(s) URL like 'https://hooks.example.org/webqa', "
-                             f"got {shown_webhook(value)!r}")
+                             f"got {shown_webhook(redact_unparsed(value))!r}")
         try:
             parts.port  # urllib reads the port only when asked: a bad one would fail after the run is saved
         except ValueError:
-            raise ValueError(f"the port of {shown_webhook(value)!r} is not a number from 0 to 65535") from None
+            # A password with an unencoded "#", "/" or "?" ends the authority early: its login read to the last "@".
+            login = "; a '#', '/', '?' or '@' in its user:password must be percent-encoded" if "@" in value else ""
+            raise ValueError(f"the port of {shown_webhook(redact_unparsed(value))!r} is not a number from 0 to "
+                             f"65535{login}") from None
         return value.strip()
 
     @field_validator("command", mode="before")

@@ -315,6 +315,8 @@ def test_url_file_over_16_mib_is_refused(tmp_path: Path) -> None:
         ("password: hunter2", "'password…'"),
         ("b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAA", "'…'"),  # a key's base64
         ("https://user:secret@example.org/a?token=s3cr3t#x", "'https://…@example.org/a…'"),
+        ("http://admin:hunter2secret#x@127.0.0.1:35563", "'http://…@127.0.0.1:35563'"),  # unencoded "#", "/"
+        ("https://admin:hunter2/secret@gpu1/x", "'https://…@gpu1/x'"),
         ("https://root:*:20228:0:99999:7:::", "'https://root…'"),
         ("x" * 100, "'" + "x" * 40 + "…'"),
         ("\x1b[31mred\x07", "'\\x1b[31mred\\x07'"),  # escaped, never sent to a terminal as is

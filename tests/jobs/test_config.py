@@ -567,7 +567,7 @@ def test_quoted_number_suggests_removing_quotes() -> None:
             "ollama:\n  keep_alive: forever\n",
             "job.yaml:6: ollama.keep_alive: expected a duration like '10m', '1h' or a number of seconds (-1 = forever), got 'forever'",
         ),
-        ("ollama:\n  host: localhost\n", "job.yaml:6: ollama.host: expected a URL like 'http://localhost:11434', got 'localhost'"),
+        ("ollama:\n  host: localhost\n", "job.yaml:6: ollama.host: expected a URL like 'http://localhost:11434', got 'localhost': write http:// or https:// before the host"),
         ("model: ''\n", "job.yaml:5: model: expected a non-empty string, got ''"),
     ],
 )
@@ -673,6 +673,24 @@ def test_question_urls_must_not_be_empty() -> None:
 )
 def test_bad_urls_name_the_line(url: str, expected: str) -> None:
     assert error_of(f"name: j\nurls:\n  - https://ok.org/\n  - '{url}'\nquestions: [x]\n") == f"job.yaml:4: urls[1]: {expected}"
+
+
+@pytest.mark.parametrize(("key", "value", "shown", "reason"), [
+    ("host", "http://admin:PASSWORD1#x@127.0.0.1:35563", "@127.0.0.1:35563'",
+     "(a '#', '/', '?' or '@' in its user:password must be percent-encoded"),
+    ("hosts", "['https://admin:PASS/WORD1@gpu1:1']", "@gpu1:1'", "(a '#', '/', '?' or '@'"),
+    ("hosts", "[{url: 'http://admin:PASSWORD1?x@gpu1:1'}]", "@gpu1:1'", "(a '#', '/', '?' or '@'"),
+    ("host", "http://u:PASSWORD1@gpu1:99999", "@gpu1:99999'", "(Port out of range 0-65535)"),
+    ("host", "u:PASSWORD1@gpu1:11434", "@gpu1:11434'", ": write http:// or https:// before the host"),
+])
+def test_an_ollama_url_with_a_login_is_shown_without_it_and_says_why(key: str, value: str, shown: str,
+                                                                     reason: str) -> None:
+    # A password with an unencoded "#", "/" or "?" ends the authority where urlsplit reads it: all before the last
+    # "@" is hidden, and the reason is the URL's fault (the port, the scheme), not the password read as a port.
+    quoted = value if value.startswith("[") else f"'{value}'"
+    message = error_of(f"{BASE}ollama:\n  {key}: {quoted}\n")
+    assert f"{shown} {reason}".replace("' :", "':") in message, message
+    assert "PASSWORD1" not in message and "PASS/" not in message and "admin" not in message, message
 
 
 def test_bad_url_in_question_and_contact() -> None:
