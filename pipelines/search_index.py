@@ -279,7 +279,8 @@ def bm25_pruned_sql(scope: search_scope.DocScope | None) -> str:
 
 def load_fts(conn: duckdb.DuckDBPyConnection) -> None:
     """Load the fts extension, for its ``stem`` function (Porter stemming of chunks and questions)."""
-    conn.execute(f"LOAD '{fts_extension_path()}'")
+    # LOAD takes no parameter: the path is a SQL string literal, its quotes doubled (an install under /home/o'brien).
+    conn.execute("LOAD '{}'".format(str(fts_extension_path()).replace("'", "''")))
 
 
 def stopword_rows() -> list[tuple[str, str]]:

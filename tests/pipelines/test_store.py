@@ -125,6 +125,18 @@ def test_a_query_needing_an_unloaded_extension_fails_at_once(tmp_path: Path, ins
     conn.close()
 
 
+def test_the_stemmer_loads_from_a_path_with_a_quote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # webqa installed under /home/o'brien: the extension's path is a SQL string literal in LOAD.
+    folder = tmp_path / "o'brien"
+    folder.mkdir()
+    copy = Path(shutil.copy(search_index.fts_extension_path(), folder / "fts.duckdb_extension"))
+    monkeypatch.setattr(search_index, "fts_extension_path", lambda: copy)
+    conn = connect(tmp_path / "x.duckdb")
+    search_index.load_fts(conn)
+    assert conn.execute("SELECT stem('running', 'porter')").fetchone() == ("run",)
+    conn.close()
+
+
 def test_new_page_stores_row_html_and_chunks(store: Store) -> None:
     assert store.save_page(record(), JSON_CHUNKS, 7) == "new"
 
