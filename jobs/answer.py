@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 # The attempt's error when the model's reply (asked twice) is not JSON; the reply itself goes to the
 # prompts table only, for `webqa explain`, never into the answer.
 INVALID_JSON = "the model's reply was not valid JSON"
+# The attempt's error when the reply's answer is blank: no answer, whatever else the reply says (cron is told).
+EMPTY_ANSWER_REPLY = "the model's reply had an empty answer"
 
 CONFIDENCE_ORDER = {"high": 3, "medium": 2, "low": 1}
 
@@ -262,8 +264,13 @@ class QuestionAnswerer:
             _fail(outcome, attempt, INVALID_JSON)
             return
         # The typed fields are kept as sent: check_value judges them.
-        attempt.data = {**coerce_answer(result.data), **{k: result.data[k] for k in ("answered", "value")
-                                                         if k in result.data}}
+        data = {**coerce_answer(result.data), **{k: result.data[k] for k in ("answered", "value") if k in result.data}}
+        if not str(data.get("answer") or "").strip():
+            if data.get("answered") is not False:
+                _fail(outcome, attempt, EMPTY_ANSWER_REPLY)
+                return
+            data["answer"] = NOT_ENOUGH_INFORMATION  # "answered": false said it; the blank text says nothing more
+        attempt.data = data
 
     def _record(self, outcome: Outcome, attempt: Attempt) -> None:
         validation = attempt.validation
