@@ -97,7 +97,9 @@ def _before(change: AnswerChange | None) -> str:
         return ""
     row = change.before
     try:
-        value = json.loads(row["value"]) if row.get("value") is not None else None
+        # A text question's value is its answer's text: shown once, as the answer.
+        typed = row.get("value") is not None and row.get("value_type") not in (None, "text")
+        value = json.loads(row["value"]) if typed else None
     except (TypeError, ValueError):
         value = None
     said = f"value {value_text(value)} · " if value is not None else ""

@@ -65,3 +65,12 @@ def test_an_empty_answer_is_said_now_and_before() -> None:
     assert '<p class="meta">(empty answer)</p>' in out.getvalue() and "<p> \n </p>" not in out.getvalue()
     change = AnswerChange("q1", "Which port?", "changed", {"run_id": 3, "answer": "  "}, None)
     assert _before(change) == '<p class="meta">Before (run 3): (empty answer)</p>'
+
+
+def test_the_answer_before_shows_a_value_only_for_a_typed_question() -> None:
+    text = {"run_id": 2, "answer": "Port 8731 [1].", "value": '"Port 8731 [1]."', "value_type": "text"}
+    assert _before(AnswerChange("q1", "Which port?", "changed", text, None)) == (
+        '<p class="meta">Before (run 2): Port 8731 [1].</p>')
+    number = {**text, "value": "8731", "value_type": "number"}
+    assert _before(AnswerChange("q1", "Which port?", "changed", number, None)) == (
+        '<p class="meta">Before (run 2): value 8731 · Port 8731 [1].</p>')
