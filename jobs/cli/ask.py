@@ -7,7 +7,7 @@ from typing import Any
 
 from jobs import llm_defaults as llm  # Ollama's defaults, without importing the client
 from jobs.cli.console import Console, print_json, show
-from jobs.cli.options import add_db, non_negative_int, similarity
+from jobs.cli.options import add_db, positive_int, question_text, similarity
 from jobs.errors import ConfigError, ExitCode, WebqaError, require_database
 from pipelines import defaults
 
@@ -17,16 +17,16 @@ DESCRIPTION = "Answer one question from the chunks already in the database."
 
 
 def add_arguments(ask: argparse.ArgumentParser) -> None:
-    ask.add_argument("question", help="the question")
+    ask.add_argument("question", type=question_text, help="the question")
     ask.add_argument("--url", action="append", default=[], metavar="URL", help="only search this page; repeatable")
     ask.add_argument("--job", metavar="NAME",
                      help="only search the pages that job's crawls reached (default: the whole database)")
     add_db(ask)
     ask.add_argument("--method", choices=defaults.SELECTION_METHODS, default=defaults.SELECTION_METHOD,
                      help=f"chunk ranking method (default {defaults.SELECTION_METHOD}, as a job's)")
-    ask.add_argument("--top-k", type=non_negative_int, default=defaults.TOP_K,
+    ask.add_argument("--top-k", type=positive_int, default=defaults.TOP_K,
                      help=f"most chunks sent to the answerer, a ceiling (default {defaults.TOP_K}, as a job's)")
-    ask.add_argument("--budget", type=non_negative_int, default=defaults.TOKEN_BUDGET,
+    ask.add_argument("--budget", type=positive_int, default=defaults.TOKEN_BUDGET,
                      help=f"token budget of the sources (default {defaults.TOKEN_BUDGET}, as a job's)")
     ask.add_argument("--model", default=llm.DEFAULT_MODEL, help=f"Ollama model (default {llm.DEFAULT_MODEL})")
     ask.add_argument("--embedding-model", default=llm.DEFAULT_EMBEDDING_MODEL, help="Ollama embedding model")

@@ -34,6 +34,9 @@ positive_float = _argument(float, "a number of seconds", lambda v: v >= 0, "a nu
 duration = _argument(float, "a number of seconds", lambda v: v > 0, "a number > 0")
 similarity = _argument(float, "a number between 0 and 1", lambda v: 0 < v <= 1, "a number between 0 and 1")
 non_negative_int = _argument(int, "a whole number", lambda v: v >= 0, "a whole number ≥ 0")
+positive_int = _argument(int, "a whole number", lambda v: v >= 1, "a whole number ≥ 1")
+# A question as a job's `question:` takes it: words, not blanks.
+question_text = _argument(str, "a question", lambda v: bool(v.strip()), "a question, not blanks")
 run_id = _argument(int, "a run id (a whole number, see `webqa runs`)", lambda v: v >= 1, "a run id ≥ 1")
 
 

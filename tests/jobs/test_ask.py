@@ -176,6 +176,17 @@ def test_min_similarity_answers_not_enough_information_without_the_llm(db: Path,
     assert len(llm.requests_to("/api/chat")) == 3
 
 
+@pytest.mark.parametrize(("args", "said"), [
+    (["   "], "argument question: expected a question, not blanks, got '   '"),
+    ([PORT_Q, "--top-k", "0"], "argument --top-k: expected a whole number ≥ 1, got '0'"),
+    ([PORT_Q, "--budget", "0"], "argument --budget: expected a whole number ≥ 1, got '0'"),
+])
+def test_ask_refuses_what_a_job_file_refuses(db: Path, args: list[str], said: str) -> None:
+    # A blank question or nothing to send: refused as the job file refuses them, before any model is asked.
+    done = ask(db, *args)
+    assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
 def test_min_similarity_must_be_a_fraction(db: Path) -> None:
     done = ask(db, PORT_Q, "--min-similarity", "1.5")
     assert done.returncode == 2 and "expected a number between 0 and 1" in done.stderr
