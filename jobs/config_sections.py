@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, ConfigDict, Field, Strict, StrictBool, ValidationInfo, field_validator, model_validator
+from pydantic import (AfterValidator, ConfigDict, Field, Strict, StrictBool, StrictFloat, StrictInt, ValidationInfo,
+                      field_validator, model_validator)
 
 from jobs.config_messages import fail, got
 from jobs.config_render import RenderSetting
@@ -179,10 +180,10 @@ class Question(StrictModel):
 class RerankConfig(StrictModel):
     """Opt-in listwise rerank of the top candidates by the job's own chat model (jobs/rerank.py)."""
 
-    candidates: int = Field(
+    candidates: StrictInt = Field(
         20, ge=2, le=50, description="How many of the best candidates the model orders (one call per question)."
     )
-    excerpt_chars: int = Field(
+    excerpt_chars: StrictInt = Field(
         600, ge=100, le=4000, description="Longest excerpt of each candidate shown to the model, in characters."
     )
     timeout: PosFloat = Field(60.0, description="Seconds the rerank call may take; then the selection order is kept.")
@@ -196,13 +197,13 @@ class SecondStageConfig(StrictModel):
         "(its cached vectors of the windows are reused); or a second model on the same Ollama (task prefixes by "
         "name, as for embedding_model).",
     )
-    candidates: int = Field(defaults.SECOND_STAGE_CANDIDATES, ge=2, le=50,
+    candidates: StrictInt = Field(defaults.SECOND_STAGE_CANDIDATES, ge=2, le=50,
                             description="How many of the best candidates are scored again.")
-    weight: float = Field(
+    weight: StrictFloat = Field(
         defaults.SECOND_STAGE_WEIGHT, ge=0, le=1, description="The share of the window score in the new order (the rest is the first "
         "selection's score; both scaled within the candidates); 0 keeps the order.",
     )
-    keyword_gate: float | None = Field(
+    keyword_gate: StrictFloat | None = Field(
         None, gt=0, le=1, description="Score only questions whose best keyword (bm25) match holds less than this "
         "share of the most the question's words can score, e.g. 0.3: a question naming an exact term (an option, "
         "a function) keeps the first selection's order, which window scores would move its exact hits down from; "
@@ -213,11 +214,11 @@ class SecondStageConfig(StrictModel):
 class PassagesConfig(StrictModel):
     """Send the best part of each top candidate instead of the whole chunk (jobs/second_stage.py)."""
 
-    words: int = Field(
+    words: StrictInt = Field(
         defaults.PASSAGE_WORDS, ge=30, le=1000, description="Most words of a passage: the best-scoring sentence window of the chunk, "
         "grown by neighbouring sentences.",
     )
-    candidates: int = Field(
+    candidates: StrictInt = Field(
         defaults.SECOND_STAGE_CANDIDATES, ge=1, le=50,
         description="How many of the best candidates are cut to passages (the rest are sent whole).",
     )
@@ -236,7 +237,7 @@ class SelectionConfig(StrictModel):
     retry_wider: StrictBool = Field(
         True, description="Ask once more with more chunks on NEI/low confidence/failed citations."
     )
-    min_similarity: float | None = Field(
+    min_similarity: StrictFloat | None = Field(
         None, gt=0, le=1,
         description="embedding/hybrid: below this best cosine, answer NEI without the LLM (model-specific; "
         "`webqa eval` suggests one).",

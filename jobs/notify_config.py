@@ -6,7 +6,7 @@ import shlex
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator, model_validator
 
 from pipelines.redact import redact_unparsed
 
@@ -33,7 +33,7 @@ class NotifyConfig(BaseModel):
     command: list[str] | None = Field(
         None, description="Program and arguments (a list, or a string split like a shell would, never run by one) "
                           "that gets the same JSON on stdin.")
-    timeout: float = Field(10.0, gt=0, le=300, description="Seconds one POST or the command may take.")
+    timeout: StrictFloat = Field(10.0, gt=0, le=300, description="Seconds one POST or the command may take.")
     attempts: StrictInt = Field(3, ge=1, le=10, description="Most POSTs of one notification (retried on a network "
                                                             "error, 429 or 5xx, with a growing wait).")
 

@@ -529,6 +529,18 @@ def test_quoted_number_suggests_removing_quotes() -> None:
     assert error_of(BASE + "crawl:\n  delay: '2'\n") == "job.yaml:6: crawl.delay: expected a number ≥ 0, got '2'; remove the quotes"
 
 
+@pytest.mark.parametrize("snippet", [
+    "selection:\n  second_stage: {keyword_gate: '0.3'}\n", "selection:\n  second_stage: {weight: '0.5'}\n",
+    "selection:\n  second_stage: {candidates: '40'}\n", "selection:\n  passages: {words: '120'}\n",
+    "selection:\n  passages: {candidates: '10'}\n", "selection:\n  rerank: {candidates: '20'}\n",
+    "selection:\n  rerank: {excerpt_chars: '600'}\n", "selection:\n  min_similarity: '0.3'\n",
+    "notify:\n  command: [x]\n  timeout: '5'\n",
+])
+def test_a_quoted_number_is_refused_in_every_section(snippet: str) -> None:
+    # Every number of the job is read one way: a quoted one is refused with the fix, never taken as the number.
+    assert error_of(BASE + snippet).endswith("; remove the quotes")
+
+
 @pytest.mark.parametrize(
     ("snippet", "expected"),
     [
