@@ -188,6 +188,8 @@ class QuestionAnswerer:
                     self.store.set_final(wider.answer_id, [a.answer_id for a in outcome.attempts if a.answer_id])
             elif wider.error:
                 log.warning("Question %s: the wider retry failed (%s); keeping the first answer", spec.id, wider.error)
+        if outcome.final is attempt and attempt.error:  # a blank first answer no wider attempt replaced
+            outcome.error = attempt.error
         return outcome
 
     # -- internals ------------------------------------------------------------------------------
@@ -265,9 +267,10 @@ class QuestionAnswerer:
             return
         # The typed fields are kept as sent: check_value judges them.
         data = {**coerce_answer(result.data), **{k: result.data[k] for k in ("answered", "value") if k in result.data}}
-        if not str(data.get("answer") or "").strip():
+        if not str(data.get("answer") or "").strip() and data.get("value") is None:
             if data.get("answered") is not False:
-                _fail(outcome, attempt, EMPTY_ANSWER_REPLY)
+                # No answer: the wider retry may still get one (answer() fails the question if it does not).
+                attempt.error = EMPTY_ANSWER_REPLY
                 return
             data["answer"] = NOT_ENOUGH_INFORMATION  # "answered": false said it; the blank text says nothing more
         attempt.data = data
@@ -534,6 +537,8 @@ def similarity_floor_reason(selection: Selection, min_similarity: float | None) 
 
 
 def _retry_reason(attempt: Attempt) -> str | None:
+    if attempt.error == EMPTY_ANSWER_REPLY:
+        return EMPTY_ANSWER_REPLY
     validation = attempt.validation
     if attempt.data is None or validation is None or attempt.answerer in ("none", "threshold"):
         return None

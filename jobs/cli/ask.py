@@ -71,7 +71,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         obj["notice"] = degraded
     if args.json:
         print_json(obj)
-    else:
+    elif not outcome.error:  # a failed question has no answer block to show ("None"), only its error below
         _print_answer(obj, args.dry_run)
     if outcome.error:
         raise WebqaError(outcome.error)

@@ -187,6 +187,15 @@ def test_ask_refuses_what_a_job_file_refuses(db: Path, args: list[str], said: st
     assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
+def test_a_failed_ask_prints_its_error_and_no_empty_answer(db: Path, llm: FakeOllama) -> None:
+    blank = {"answer": " ", "answered": True, "citations": [], "confidence": "high"}
+    llm.script_chat(blank, blank)
+    done = ask(db, PORT_Q, "--method", "bm25", host=llm.url)
+    assert done.returncode == 3, done.stderr
+    assert lines(done.stderr)[-1] == "Error: the model's reply had an empty answer", done.stderr
+    assert "None" not in done.stdout and "Confidence" not in done.stdout, done.stdout
+
+
 def test_min_similarity_must_be_a_fraction(db: Path) -> None:
     done = ask(db, PORT_Q, "--min-similarity", "1.5")
     assert done.returncode == 2 and "expected a number between 0 and 1" in done.stderr

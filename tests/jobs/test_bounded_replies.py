@@ -110,24 +110,43 @@ def test_invalid_json_twice_fails_the_question_without_showing_the_reply(tmp_pat
     assert '{ "answer": "You can delete the folder with rmdir()' in explained.stdout
 
 
-def test_a_blank_answer_fails_the_question_unless_the_reply_said_not_answered(tmp_path: Path, db: Path,
-                                                                              llm: FakeOllama) -> None:
-    # A reply of the right shape whose answer is blanks is no answer: cron is told (exit 1, one failed question),
-    # not shown "answered, not grounded" with nothing after it. With "answered": false it is the model's verdict.
-    llm.script_chat({"answer": "  \n\t ", "answered": True, "citations": [], "confidence": "high"},
-                    {"answer": "", "answered": False, "citations": [], "confidence": "low"})
-    done = run_job(tmp_path, write_job(tmp_path, job_yaml(["port", "steps"])), db, host=llm.url)
+BLANK = {"answer": "  \n\t ", "answered": True, "citations": [], "confidence": "high"}
 
-    assert done.returncode == 1, done.stderr  # one of two failed: partial
-    assert "1/2 answered" in done.stdout and "1 failed" in done.stdout, done.stdout
-    by_id = {r["question_id"]: r for r in read_jsonl(run_dir(tmp_path) / "answers.jsonl")}
-    assert by_id["port"]["error"] == "the model's reply had an empty answer", by_id["port"]
-    assert by_id["steps"]["error"] is None, by_id["steps"]
-    # Its first attempt is the model's "not enough information" (a wider retry may follow, as for any such answer).
-    (said,) = rows(db, "SELECT * FROM answers WHERE question_id = 'steps' AND attempt = 1")
+
+def test_a_blank_answer_no_retry_replaces_fails_the_question(tmp_path: Path, db: Path, llm: FakeOllama) -> None:
+    # A reply of the right shape whose answer is blanks is no answer: cron is told (the question failed), not shown
+    # "answered, not grounded" with nothing after it.
+    llm.script_chat(BLANK, BLANK)
+    done = run_job(tmp_path, write_job(tmp_path, job_yaml(["port"])), db, host=llm.url)
+
+    assert done.returncode == 3, done.stderr  # every question failed
+    assert "0/1 answered" in done.stdout and "1 failed" in done.stdout, done.stdout
+    (result,) = read_jsonl(run_dir(tmp_path) / "answers.jsonl")
+    assert result["error"] == "the model's reply had an empty answer", result
+    stored = rows(db, "SELECT answer, error FROM answers ORDER BY attempt")
+    assert stored and all(a == {"answer": None, "error": "the model's reply had an empty answer"} for a in stored)
+
+
+def test_a_blank_first_answer_is_asked_again_wider(tmp_path: Path, db: Path, llm: FakeOllama) -> None:
+    llm.script_chat(BLANK)  # then the fake's ordinary, grounded answer
+    done = run_job(tmp_path, write_job(tmp_path, job_yaml(["port"])), db, host=llm.url)
+
+    assert done.returncode == 0, done.stderr
+    (result,) = read_jsonl(run_dir(tmp_path) / "answers.jsonl")
+    assert result["attempt"] == 2 and result["grounded"] is True and result["error"] is None, result
+    first, second = rows(db, "SELECT * FROM answers ORDER BY attempt")
+    assert first["error"] == "the model's reply had an empty answer" and first["final"] is False
+    assert second["retry_reason"] == "the model's reply had an empty answer" and second["final"] is True
+
+
+def test_a_blank_answer_that_says_not_answered_is_not_enough_information(tmp_path: Path, db: Path,
+                                                                        llm: FakeOllama) -> None:
+    llm.script_chat({"answer": "", "answered": False, "citations": [], "confidence": "low"})
+    done = run_job(tmp_path, write_job(tmp_path, job_yaml(["port"])), db, host=llm.url)
+
+    assert done.returncode == 0, done.stderr
+    (said,) = rows(db, "SELECT * FROM answers WHERE attempt = 1")
     assert said["answer"] == "Not enough information" and said["not_enough_info"] is True and said["error"] is None
-    blank = rows(db, "SELECT * FROM answers WHERE question_id = 'port'")
-    assert [(a["answer"], a["error"]) for a in blank] == [(None, "the model's reply had an empty answer")]
 
 
 def test_invalid_json_on_the_wider_retry_keeps_the_first_answer(tmp_path: Path, db: Path, llm: FakeOllama) -> None:
