@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 
 from pipelines.errors import ConfigError
+from pipelines.redact import split_login
 
 ALLOWED_SCHEMES = ("http", "https")
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -35,9 +36,9 @@ _SITEMAP = re.compile(r"^\s*sitemap\s*:\s*(?=\S)", re.IGNORECASE)
 MAX_URL_FILE_BYTES = 16 * 1024 * 1024
 # How much of a file's line an error message may quote: enough to find the line, too little to leak it.
 EXCERPT_CHARS = 40
-# scheme://[userinfo@]rest: userinfo, query and fragment are never quoted (they carry passwords and tokens). The
-# userinfo runs to the last "@": a password with an unencoded "#", "/" or "?" would otherwise show up to there.
-_URL_PARTS = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]{0,15}://)(.*@)?([^?#]*)", re.S)
+# scheme://[userinfo@]rest: userinfo, query and fragment are never quoted (they carry passwords and tokens). Where
+# the userinfo ends is redact.split_login's reading (a password may hold an unencoded "#", "/", "?" or "@").
+_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]{0,15}://")
 # In other text the secret follows "key=", "key: " or the first field of "user:hash:…" (/etc/shadow).
 _SECRET_START = re.compile(r"=|:\s")
 # A long run mixing letters and digits without "/" or "." looks like a key, a hash or base64.
@@ -53,12 +54,16 @@ def excerpt(raw: str, limit: int = EXCERPT_CHARS) -> str:
     digits and after ``limit`` characters. Non-printable characters are escaped (``\\x00``), so a NUL
     or an ANSI escape cannot reach a terminal or cron mail.
     """
-    match = _URL_PARTS.match(raw)
-    if match:
-        shown, rest = match.group(1) + ("…@" if match.group(2) else "") + match.group(3), raw[match.end():]
-        authority = match.group(3).split("/", 1)[0]
+    scheme = _URL_SCHEME.match(raw)
+    if scheme:
+        login = split_login(raw)
+        after = login[1] if login else raw[scheme.end():]
+        path = re.match(r"[^?#]*", after).group()  # type: ignore[union-attr]
+        lead = scheme.group() + ("…@" if login else "")
+        shown, rest = lead + path, after[len(path):]
+        authority = path.split("/", 1)[0]
         if authority.count(":") >= 2 and not authority.startswith("["):  # "https://" + a shadow line
-            shown, rest = shown[: len(shown) - len(match.group(3))] + authority.split(":", 1)[0], "…"
+            shown, rest = lead + authority.split(":", 1)[0], "…"
     else:
         shown = _SECRET_START.split(raw, 1)[0]
         if shown.count(":") >= 2:

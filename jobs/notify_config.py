@@ -8,7 +8,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator, model_validator
 
-from pipelines.redact import redact_unparsed
+from jobs import llm_defaults as llm
+from pipelines.redact import redact_unparsed, split_login
 
 __all__ = ["NotifyConfig", "shown_webhook"]
 
@@ -48,9 +49,10 @@ class NotifyConfig(BaseModel):
                              f"got {shown_webhook(redact_unparsed(value))!r}")
         try:
             parts.port  # urllib reads the port only when asked: a bad one would fail after the run is saved
-        except ValueError:
+        except ValueError as exc:
             # A password with an unencoded "#", "/" or "?" ends the authority early: its login read to the last "@".
-            login = "; a '#', '/', '?' or '@' in its user:password must be percent-encoded" if "@" in value else ""
+            # Only a login can be to blame (its unencoded "#", "/" or "?"): urlsplit read the port from it.
+            login = f"; {llm.url_error(value, exc)}" if split_login(value) is not None else ""
             raise ValueError(f"the port of {shown_webhook(redact_unparsed(value))!r} is not a number from 0 to "
                              f"65535{login}") from None
         return value.strip()

@@ -29,6 +29,10 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)([^\s/?#\"'<>]*)@"
 
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+# A host ([IPv6] or a name) and a port; after a login, also a path without "=" or "&" (a query's), then the end.
+_HOST = r"(?:\[[0-9A-Fa-f:.]+\]|[\w.%-]+)(?::\d*)?"
+_AUTHORITY = re.compile(rf"(?:.*@)?{_HOST}", re.S)
+_HOST_AFTER_LOGIN = re.compile(rf"{_HOST}(?:/[^?#=&]*)?(?=$|[?#])")
 
 
 def redact_url(url: str) -> str:
@@ -46,14 +50,26 @@ def redact_unparsed(value: str) -> str:
 
 
 def split_login(value: str) -> tuple[str, str] | None:
-    """(``scheme://`` or "", what follows the last "@") of a URL-like value with a login, read without parsing it
-    (the login may hold what breaks a parser); None without an "@"."""
+    """(``scheme://`` or "", what follows the login) of a URL-like value with a login, read without parsing it
+    (the login may hold what breaks a parser); None without one.
+
+    Where the authority as urlsplit reads it (to the first "/", "?" or "#") is a host and port, its last "@" ends
+    the login, and an "@" in a path or query (``?to=a@b&token=…``) ends none. Where it is not (a password's
+    unencoded "#", "/" or "?" ended it early), the login ends at the last "@" that a host (and port, and a path
+    without "=" or "&") follows; failing that, at the authority's last "@"."""
     scheme, sep, body = value.partition("://")
     if not sep or not _SCHEME.fullmatch(scheme):  # "u:p#w@host/x://y" has no scheme: its "://" is later
         scheme, sep, body = "", "", value
-    if "@" not in body:
-        return None
-    return f"{scheme}{sep}", body.rpartition("@")[2]
+    authority = re.split(r"[/?#]", body, maxsplit=1)[0]
+    if _AUTHORITY.fullmatch(authority):
+        return (f"{scheme}{sep}", body[authority.rindex("@") + 1:]) if "@" in authority else None
+    at = len(body)
+    while (at := body.rfind("@", 0, at)) >= 0:
+        if _HOST_AFTER_LOGIN.match(body, at + 1):
+            return f"{scheme}{sep}", body[at + 1:]
+    if "@" in authority:
+        return f"{scheme}{sep}", body[authority.rindex("@") + 1:]
+    return None
 
 
 def url_credentials(url: str) -> tuple[str, str] | None:

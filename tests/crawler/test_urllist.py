@@ -317,6 +317,10 @@ def test_url_file_over_16_mib_is_refused(tmp_path: Path) -> None:
         ("https://user:secret@example.org/a?token=s3cr3t#x", "'https://…@example.org/a…'"),
         ("http://admin:hunter2secret#x@127.0.0.1:35563", "'http://…@127.0.0.1:35563'"),  # unencoded "#", "/"
         ("https://admin:hunter2/secret@gpu1/x", "'https://…@gpu1/x'"),
+        # An "@" in a query ends no login: what follows it is never quoted as a host.
+        ("https://h.org/p?to=a@b&token=abc123", "'https://h.org/p…'"),
+        ("https://u:pw@h.org/a?mail=x@evil&k=TOK1", "'https://…@h.org/a…'"),
+        ("http://u:p#w@gpu1:1/x?mail=a@b&t=TOK1", "'http://…@gpu1:1/x…'"),
         ("https://root:*:20228:0:99999:7:::", "'https://root…'"),
         ("x" * 100, "'" + "x" * 40 + "…'"),
         ("\x1b[31mred\x07", "'\\x1b[31mred\\x07'"),  # escaped, never sent to a terminal as is

@@ -61,7 +61,10 @@ def test_redact_helpers() -> None:
     assert split_login("http://gpu1:11434") is None
     assert split_login(f"u:{PASSWORD}#x@gpu1/a://b") == ("", "gpu1/a://b")  # no scheme: the "://" is the path's
     assert redact_unparsed(f"u:{PASSWORD}#x@gpu1/a://b") == "***@gpu1/a://b"
-    assert split_login("") is None and split_login("http://gpu1/a@b") == ("http://", "b")  # unparsed: all hidden
+    assert split_login("") is None and split_login("http://gpu1/a@b") is None  # an "@" in a path ends no login
+    # An "@" in a query ends no login (what follows it is no host); the login before it still does.
+    assert split_login("https://hooks.example.org:99999/x?user=a@b&token=TOK1") is None
+    assert split_login(f"http://u:{PASSWORD}#x@gpu1:1/x?mail=a@b&t=TOK1") == ("http://", "gpu1:1/x?mail=a@b&t=TOK1")
     assert inert("ok\x1b]0;pwned\x07\x1b[2J\u202etxt\nnext") == "ok\\x1b]0;pwned\\x07\\x1b[2J\\u202etxt\nnext"
 
 
