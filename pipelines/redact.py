@@ -29,10 +29,12 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)([^\s/?#\"'<>]*)@"
 
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
-# A host ([IPv6] or a name) and a port; after a login, also a path without "=" or "&" (a query's), then the end.
-_HOST = r"(?:\[[0-9A-Fa-f:.]+\]|[\w.%-]+)(?::\d*)?"
-_AUTHORITY = re.compile(rf"(?:.*@)?{_HOST}", re.S)
-_HOST_AFTER_LOGIN = re.compile(rf"{_HOST}(?:/[^?#=&]*)?(?=$|[?#])")
+# split_login's readings: a bare host (no login, no port); what urlsplit's host and port may hold ("[::1" too);
+# a host and port where a login may end, then the end, a path, a query or a fragment (it stops at the next "@",
+# so trying every "@" of a value stays linear).
+_BARE_HOST = re.compile(r"[\w.%-]+")
+_HOST_CHARS = re.compile(r"[\w.%:\[\]-]+")
+_HOST_THEN_END = re.compile(r"(?:\[[0-9A-Za-z:.%]+\]|[\w.%-]+)(?::\d*)?(?=$|[/?#])")
 
 
 def redact_url(url: str) -> str:
@@ -51,25 +53,29 @@ def redact_unparsed(value: str) -> str:
 
 def split_login(value: str) -> tuple[str, str] | None:
     """(``scheme://`` or "", what follows the login) of a URL-like value with a login, read without parsing it
-    (the login may hold what breaks a parser); None without one.
+    (the login may hold what breaks a parser); None without one. For messages: where it cannot tell, it hides.
 
-    Where the authority as urlsplit reads it (to the first "/", "?" or "#") is a host and port, its last "@" ends
-    the login, and an "@" in a path or query (``?to=a@b&token=…``) ends none. Where it is not (a password's
-    unencoded "#", "/" or "?" ended it early), the login ends at the last "@" that a host (and port, and a path
-    without "=" or "&") follows; failing that, at the authority's last "@"."""
+    An authority (to the first "/", "?" or "#") that is a bare host has no login: a later "@" is a path's or a
+    query's (``medium.com/@alice``, ``?to=a@b&token=…``). A ``user:password@host`` authority with no "@" after it
+    is read as urlsplit reads it. Otherwise a password's unencoded "#", "/", "?" or "@" may have ended the
+    authority early: the login ends at the last "@" that a host follows, and without one everything is hidden."""
     scheme, sep, body = value.partition("://")
     if not sep or not _SCHEME.fullmatch(scheme):  # "u:p#w@host/x://y" has no scheme: its "://" is later
         scheme, sep, body = "", "", value
+    prefix = f"{scheme}{sep}"
+    if "@" not in body:
+        return None
     authority = re.split(r"[/?#]", body, maxsplit=1)[0]
-    if _AUTHORITY.fullmatch(authority):
-        return (f"{scheme}{sep}", body[authority.rindex("@") + 1:]) if "@" in authority else None
-    at = len(body)
-    while (at := body.rfind("@", 0, at)) >= 0:
-        if _HOST_AFTER_LOGIN.match(body, at + 1):
-            return f"{scheme}{sep}", body[at + 1:]
-    if "@" in authority:
-        return f"{scheme}{sep}", body[authority.rindex("@") + 1:]
-    return None
+    if _BARE_HOST.fullmatch(authority):
+        return None
+    login, at, host = authority.rpartition("@")
+    if at and _HOST_CHARS.fullmatch(host) and "@" not in body[len(authority):]:
+        return prefix, body[len(login) + 1:]
+    position = len(body)
+    while (position := body.rfind("@", 0, position)) >= 0:
+        if _HOST_THEN_END.match(body, position + 1):
+            return prefix, body[position + 1:]
+    return prefix, ""
 
 
 def url_credentials(url: str) -> tuple[str, str] | None:

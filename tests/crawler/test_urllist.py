@@ -321,6 +321,8 @@ def test_url_file_over_16_mib_is_refused(tmp_path: Path) -> None:
         ("https://h.org/p?to=a@b&token=abc123", "'https://h.org/p…'"),
         ("https://u:pw@h.org/a?mail=x@evil&k=TOK1", "'https://…@h.org/a…'"),
         ("http://u:p#w@gpu1:1/x?mail=a@b&t=TOK1", "'http://…@gpu1:1/x…'"),
+        ("https://medium.com/@alice/post", "'https://medium.com/@alice/post'"),
+        ("http://u:2024#TOK1@gpu1/", "'http://…@gpu1/'"),
         ("https://root:*:20228:0:99999:7:::", "'https://root…'"),
         ("x" * 100, "'" + "x" * 40 + "…'"),
         ("\x1b[31mred\x07", "'\\x1b[31mred\\x07'"),  # escaped, never sent to a terminal as is

@@ -131,7 +131,8 @@ def test_a_webhook_secret_in_its_path_query_or_userinfo_reaches_no_message() -> 
         with pytest.raises(ValueError) as raised:
             NotifyConfig(webhook=webhook)
         unparsed.append(raised.value.errors()[0]["msg"])
-        assert ("must be percent-encoded" in unparsed[-1]) == ("?" not in webhook), unparsed[-1]  # a login's fault
+        if "?" not in webhook:  # a login's fault; with an "@" in a bad port's query, all is hidden and only said
+            assert "must be percent-encoded" in unparsed[-1], unparsed[-1]
     for text in (message, str(blocked.value), bad_port.value.errors()[0]["msg"], *unparsed):  # what the CLI says
         for secret in ("PASSWORD1", "PASS/", "PATHTOKEN2", "QUERYTOKEN3"):
             assert secret not in text, text

@@ -63,7 +63,12 @@ def test_redact_helpers() -> None:
     assert redact_unparsed(f"u:{PASSWORD}#x@gpu1/a://b") == "***@gpu1/a://b"
     assert split_login("") is None and split_login("http://gpu1/a@b") is None  # an "@" in a path ends no login
     # An "@" in a query ends no login (what follows it is no host); the login before it still does.
-    assert split_login("https://hooks.example.org:99999/x?user=a@b&token=TOK1") is None
+    assert split_login("https://hooks.example.org/x?user=a@b&token=TOK1") is None
+    # Where it cannot tell (a port, then an "@" no host follows), everything after the scheme is hidden.
+    assert split_login("http://gpu1:99999/?k=a@b&token=TOK1") == ("http://", "")
+    # A password of digits after its user reads like a port; with an "@" in it, like a host: neither is shown.
+    assert redact_unparsed("http://u:99999#TOK1@gpu1:11434") == "http://***@gpu1:11434"
+    assert redact_unparsed("http://u:p@TOK1#x@gpu1/") == "http://***@gpu1/"
     assert split_login(f"http://u:{PASSWORD}#x@gpu1:1/x?mail=a@b&t=TOK1") == ("http://", "gpu1:1/x?mail=a@b&t=TOK1")
     assert inert("ok\x1b]0;pwned\x07\x1b[2J\u202etxt\nnext") == "ok\\x1b]0;pwned\\x07\\x1b[2J\\u202etxt\nnext"
 
