@@ -50,7 +50,6 @@ class NotifyConfig(BaseModel):
         try:
             parts.port  # urllib reads the port only when asked: a bad one would fail after the run is saved
         except ValueError as exc:
-            # A password with an unencoded "#", "/" or "?" ends the authority early: its login read to the last "@".
             # Only a login can be to blame (its unencoded "#", "/" or "?"): urlsplit read the port from it.
             login = f"; {llm.url_error(value, exc)}" if split_login(value) is not None else ""
             raise ValueError(f"the port of {shown_webhook(redact_unparsed(value))!r} is not a number from 0 to "

@@ -43,8 +43,8 @@ def redact_url(url: str) -> str:
 
 
 def redact_unparsed(value: str) -> str:
-    """A value that failed to parse as a URL, for its error message: everything before its last "@" hidden, since a
-    password with an unencoded "#", "/" or "?" is where the parse failed and redact_url's reading would show it."""
+    """A value that failed to parse as a URL, for its error message: its login hidden as split_login reads it, since
+    a password with an unencoded "#", "/" or "?" is where the parse failed and redact_url's reading would show it."""
     split = split_login(value)
     if split is None:
         return redact_url(value)
