@@ -11,7 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from jobs import llm_defaults as llm
 from jobs.config_messages import did_you_mean, fail, got
 from jobs.config_types import PosFloat, PosInt, StrictModel
-from pipelines.redact import redact_unparsed
+from pipelines.redact import redact_unparsed, url_error
 
 # Known Ollama model options, only used to catch typos ("temprature"): an unknown option that is
 # not close to a known one is passed through, because Ollama adds options over time.
@@ -38,7 +38,7 @@ def _check_ollama_url(value: Any) -> str:
     try:
         parts.port  # noqa: B018 - raises on a port that is not a number or out of range
     except ValueError as exc:
-        fail(f"expected a URL like 'http://localhost:11434', got {shown} ({llm.url_error(url, exc)})")
+        fail(f"expected a URL like 'http://localhost:11434', got {shown} ({url_error(url, exc)})")
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         fail(f"expected a URL like 'http://localhost:11434', got {shown}")
     return url

@@ -12,7 +12,7 @@ import urllib.parse
 from typing import Any
 
 from jobs.errors import ConfigError
-from pipelines.redact import redact_unparsed, split_login, url_credentials
+from pipelines.redact import redact_unparsed, url_credentials, url_error
 
 DEFAULT_PORT = 11434  # `ollama serve`'s
 DEFAULT_HOST = f"http://localhost:{DEFAULT_PORT}"
@@ -82,20 +82,6 @@ def check_env_host() -> None:
     except ValueError as exc:
         raise ConfigError(f"OLLAMA_HOST {redact_unparsed(raw)!r} is not a valid URL ({url_error(raw, exc)}): "
                           "set it to host:port or an http:// URL, or unset it") from None
-
-
-def url_error(value: str, exc: ValueError) -> str:
-    """urlsplit's complaint, unless the value has a login: then it may quote the password (a '#' in it ends the
-    authority early, and the rest is read as the port), so the value is parsed again without its login: its error
-    if it still fails (a bad port), else the likely cause."""
-    split = split_login(value)
-    if split is None:
-        return str(exc)
-    try:
-        urllib.parse.urlsplit(f"{split[0] or 'http://'}{split[1]}").port
-    except ValueError as without_login:
-        return str(without_login)
-    return "a '#', '/', '?' or '@' in its user:password must be percent-encoded (%23, %2F, %3F, %40)"
 
 
 def default_host() -> str:

@@ -8,8 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator, model_validator
 
-from jobs import llm_defaults as llm
-from pipelines.redact import redact_unparsed, split_login
+from pipelines.redact import redact_unparsed, split_login, url_error
 
 __all__ = ["NotifyConfig", "shown_webhook"]
 
@@ -51,7 +50,7 @@ class NotifyConfig(BaseModel):
             parts.port  # urllib reads the port only when asked: a bad one would fail after the run is saved
         except ValueError as exc:
             # Only a login can be to blame (its unencoded "#", "/" or "?"): urlsplit read the port from it.
-            login = f"; {llm.url_error(value, exc)}" if split_login(value) is not None else ""
+            login = f"; {url_error(value, exc)}" if split_login(value) is not None else ""
             raise ValueError(f"the port of {shown_webhook(redact_unparsed(value))!r} is not a number from 0 to "
                              f"65535{login}") from None
         return value.strip()

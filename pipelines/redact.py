@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["REDACTED", "inert", "redact_text", "redact_unparsed", "redact_url", "split_login", "url_credentials"]
+__all__ = ["REDACTED", "inert", "redact_text", "redact_unparsed", "redact_url", "split_login", "url_credentials", "url_error"]
 
 REDACTED = "***"
 
@@ -76,6 +76,20 @@ def split_login(value: str) -> tuple[str, str] | None:
         if _HOST_THEN_END.match(body, position + 1):
             return prefix, body[position + 1:]
     return prefix, ""
+
+
+def url_error(value: str, exc: ValueError) -> str:
+    """urlsplit's complaint, unless the value has a login: then it may quote the password (a '#' in it ends the
+    authority early, and the rest is read as the port), so the value is parsed again without its login: its error
+    if it still fails (a bad port), else the likely cause."""
+    split = split_login(value)
+    if split is None:
+        return str(exc)
+    try:
+        urlsplit(f"{split[0] or 'http://'}{split[1]}").port
+    except ValueError as without_login:
+        return str(without_login)
+    return "a '#', '/', '?' or '@' in its user:password must be percent-encoded (%23, %2F, %3F, %40)"
 
 
 def url_credentials(url: str) -> tuple[str, str] | None:
